@@ -1,0 +1,90 @@
+"""The one interface every model provider implements.
+
+A provider turns a :class:`ModelRequest` into a stream of :class:`ModelEvent`: zero or more
+:class:`TextDelta` for live display, then exactly one :class:`ModelResponse` holding the whole
+assistant message. Errors are raised as :class:`ModelError`; ``transient`` tells the retry layer
+whether trying again can help.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from orchestrator.messages import Message, Usage
+
+StopReason = Literal["end_turn", "tool_use", "max_tokens", "stop_sequence", "refusal", "other"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool as offered to the model."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """Everything a provider needs for one call.
+
+    ``messages`` is the live history; providers must not mutate it and should not copy it more than
+    their wire format requires.
+    """
+
+    system: str
+    messages: Sequence[Message]
+    tools: Sequence[ToolSpec] = ()
+    max_tokens: int = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of assistant text, for live display only (the full text is in the response)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModelResponse:
+    """The complete assistant message of one model call."""
+
+    message: Message
+    stop_reason: StopReason
+    usage: Usage = field(default_factory=Usage)
+
+
+ModelEvent = TextDelta | ModelResponse
+
+
+class ModelError(Exception):
+    """A model call failed.
+
+    Attributes:
+        transient: True when retrying may succeed (rate limits, overload, 5xx, dropped connections).
+        status: the HTTP status, when there was one.
+    """
+
+    def __init__(self, message: str, *, transient: bool, status: int | None = None) -> None:
+        super().__init__(message)
+        self.transient = transient
+        self.status = status
+
+
+class Model(Protocol):
+    """A model provider."""
+
+    @property
+    def name(self) -> str:
+        """``provider:model`` as the user selected it."""
+        ...
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Stream one model call: text deltas, then exactly one :class:`ModelResponse`.
+
+        Raises:
+            ModelError: the call failed; nothing after the error is valid.
+        """
+        ...
