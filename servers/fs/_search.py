@@ -1,0 +1,270 @@
+"""The fs tools that search a tree: glob and grep.
+
+Both walk the tree themselves instead of using `Path.glob` or `os.walk` with its defaults, so that they never
+follow symlinks (a link to ``/`` inside a root must not turn a search into a scan of the whole disk, or leak files
+outside the roots), prune the usual bulky directories, and stop after a fixed number of entries so one call cannot
+tie up its worker thread for minutes: a sync tool cannot be cancelled once it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
+
+from servers.fs._files import BINARY_SNIFF_BYTES, looks_binary
+from servers.fs._models import GlobResult, GrepMatch, GrepResult
+from servers.fs._paths import Roots, shorten
+
+__all__ = ["GLOB_CAP", "GREP_MAX_FILE_BYTES", "LINE_TEXT_CAP", "SCAN_LIMIT", "SKIP_DIRS", "SearchTools", "glob_regex"]
+
+SKIP_DIRS = frozenset({".git", ".venv", "node_modules", "__pycache__"})
+"""Directories never descended into: tool state and dependencies, rarely what the model is looking for."""
+
+SCAN_LIMIT = 200_000
+"""Most directory entries one search visits before giving up and saying so."""
+
+GLOB_CAP = 1000
+"""Most paths one glob returns."""
+
+LINE_TEXT_CAP = 400
+"""Most characters of a matching line grep returns (minified files have megabyte-long lines)."""
+
+GREP_MAX_FILE_BYTES = 16 * 1024 * 1024
+"""Files larger than this are skipped by grep; they are almost always data or build output."""
+
+
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """Translate a glob pattern into a regular expression over POSIX relative paths.
+
+    ``*`` and ``?`` match within one path component, ``[...]`` is a character class (``[!...]`` negated), ``**/``
+    matches zero or more directories and a trailing ``**`` matches everything below.
+
+    Args:
+        pattern: The glob pattern.
+
+    Returns:
+        A compiled expression that must match the whole path.
+    """
+    parts: list[str] = []
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        if pattern.startswith("**/", i):
+            parts.append("(?:.*/)?")
+            i += 3
+            continue
+        if pattern.startswith("**", i):
+            parts.append(".*")
+            i += 2
+            continue
+        if char == "*":
+            parts.append("[^/]*")
+        elif char == "?":
+            parts.append("[^/]")
+        elif char == "[" and (close := pattern.find("]", i + 2)) != -1:
+            body = pattern[i + 1 : close]
+            negate = body.startswith("!")
+            body = body[1:] if negate else body
+            escaped = body.replace("\\", "\\\\").replace("^", "\\^")
+            parts.append(f"[{'^/' if negate else ''}{escaped}]")
+            i = close + 1
+            continue
+        else:
+            parts.append(re.escape(char))
+        i += 1
+    return re.compile("".join(parts) + r"\Z", re.DOTALL)
+
+
+class _Walker:
+    """A depth-first, name-ordered walk that does not follow symlinks, prunes `SKIP_DIRS` and has a budget."""
+
+    def __init__(self, limit: int = SCAN_LIMIT) -> None:
+        self.limit = limit
+        self.scanned = 0
+        self.exhausted = False
+
+    def walk(self, base: Path) -> Iterator[tuple[str, os.DirEntry[str]]]:
+        """Yield ``(path relative to base, entry)`` for everything below base."""
+        stack: list[tuple[str, str]] = [(str(base), "")]
+        while stack:
+            directory, prefix = stack.pop()
+            try:
+                with os.scandir(directory) as scan:
+                    entries = sorted(scan, key=lambda entry: entry.name)
+            except OSError:
+                # An unreadable directory should not fail the whole search.
+                continue
+            below: list[tuple[str, str]] = []
+            for entry in entries:
+                if entry.name in SKIP_DIRS and entry.is_dir(follow_symlinks=False):
+                    continue
+                if self.scanned >= self.limit:
+                    self.exhausted = True
+                    return
+                self.scanned += 1
+                relative = prefix + entry.name
+                yield relative, entry
+                if entry.is_dir(follow_symlinks=False):
+                    below.append((entry.path, relative + "/"))
+            stack.extend(reversed(below))
+
+
+class SearchTools:
+    """Glob and grep, confined to a set of roots.
+
+    Args:
+        roots: The directories the tools may search.
+    """
+
+    def __init__(self, roots: Roots) -> None:
+        self._roots = roots
+
+    def glob(
+        self,
+        pattern: Annotated[
+            str, Field(description="Glob relative to path, e.g. '**/*.py' (recursive) or 'src/*.toml'.")
+        ],
+        path: Annotated[str, Field(description="Directory to search in, relative to the primary root.")] = ".",
+    ) -> GlobResult:
+        """Find files and directories whose path (relative to `path`) matches a glob pattern.
+
+        `*` and `?` stay within one directory level, so '*.py' only matches the top level; use '**/*.py' to search
+        recursively. Results are sorted and capped at 1000. The directories .git, .venv, node_modules and
+        __pycache__ are skipped and symlinks are not followed.
+        """
+        if not pattern:
+            raise ToolError("pattern is empty; pass a glob such as '**/*.py'")
+        if pattern.startswith("/") or ".." in pattern.split("/"):
+            raise ToolError(
+                f"pattern {shorten(pattern)} must be relative and must not contain '..'; put the directory to "
+                f"search in path instead"
+            )
+        base = self._search_dir(path)
+        regex = glob_regex(pattern)
+        walker = _Walker()
+        found = sorted(self._roots.display(base / rel) for rel, _ in walker.walk(base) if regex.match(rel))
+        notes: list[str] = []
+        if len(found) > GLOB_CAP:
+            notes.append(f"{len(found)} paths matched; only the first {GLOB_CAP} are listed")
+        if walker.exhausted:
+            notes.append(f"the scan stopped after {SCAN_LIMIT} entries, so matches may be missing")
+        if notes:
+            notes.append("narrow the pattern or path")
+        return GlobResult(
+            pattern=pattern,
+            path=self._roots.display(base),
+            matches=found[:GLOB_CAP],
+            truncated=bool(notes),
+            note="; ".join(notes) or None,
+        )
+
+    def grep(
+        self,
+        pattern: Annotated[str, Field(description="Python regular expression, matched against each line.")],
+        path: Annotated[str, Field(description="File or directory to search, relative to the primary root.")] = ".",
+        glob: Annotated[
+            str | None,
+            Field(description="Only search matching files: '*.py' matches names, 'src/**/*.py' paths below path."),
+        ] = None,
+        ignore_case: Annotated[bool, Field(description="Match case-insensitively.")] = False,
+        max_matches: Annotated[int, Field(ge=1, le=5000, description="Stop after this many matching lines.")] = 200,
+    ) -> GrepResult:
+        """Search text files for lines matching a regular expression (Python `re` syntax).
+
+        Searches recursively when `path` is a directory, skipping binary files, files over 16 MiB, symlinks, and
+        the directories .git, .venv, node_modules and __pycache__. Returns path, line number and line text per
+        match (long lines are shortened), in path order.
+        """
+        try:
+            regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+        except re.error as exc:
+            raise ToolError(f"invalid regular expression {shorten(pattern)}: {exc}") from exc
+        base = self._roots.resolve(path)
+        if not base.exists():
+            raise ToolError(f"{self._roots.display(base)!r} does not exist")
+        name_filter = None if glob is None else glob_regex(glob)
+        filter_on_path = glob is not None and "/" in glob
+
+        walker = _Walker()
+        candidates: Iterator[tuple[str, Path]]
+        if base.is_dir():
+            candidates = (
+                (rel, Path(entry.path))
+                for rel, entry in walker.walk(base)
+                if entry.is_file(follow_symlinks=False)
+                and (name_filter is None or name_filter.match(rel if filter_on_path else entry.name))
+            )
+        else:
+            candidates = iter([(base.name, base)])
+
+        matches: list[GrepMatch] = []
+        searched = 0
+        for _, file in candidates:
+            remaining = max_matches - len(matches)
+            if remaining <= 0:
+                break
+            found = _grep_file(file, regex, remaining)
+            if isinstance(found, str):
+                if file == base:
+                    # Skipping silently is right inside a tree, but not for the one file that was asked for.
+                    raise ToolError(f"cannot search {self._roots.display(base)!r}: {found}")
+                continue
+            searched += 1
+            shown = self._roots.display(file)
+            matches.extend(GrepMatch(path=shown, line=number, text=text) for number, text in found)
+
+        notes: list[str] = []
+        if len(matches) >= max_matches:
+            notes.append(f"stopped at max_matches={max_matches}; narrow the pattern, path or glob to see the rest")
+        if walker.exhausted:
+            notes.append(f"the scan stopped after {SCAN_LIMIT} entries, so matches may be missing; narrow path")
+        return GrepResult(
+            pattern=pattern,
+            matches=matches,
+            files_searched=searched,
+            truncated=bool(notes),
+            note="; ".join(notes) or None,
+        )
+
+    def _search_dir(self, path: str) -> Path:
+        base = self._roots.resolve(path)
+        shown = self._roots.display(base)
+        if not base.exists():
+            raise ToolError(f"directory {shown!r} does not exist")
+        if not base.is_dir():
+            raise ToolError(f"{shown!r} is a file, not a directory; pass the directory to search in")
+        return base
+
+
+def _grep_file(file: Path, regex: re.Pattern[str], limit: int) -> list[tuple[int, str]] | str:
+    """Return up to ``limit`` matching ``(line number, text)`` pairs, or the reason the file was skipped."""
+    try:
+        if file.stat().st_size > GREP_MAX_FILE_BYTES:
+            return f"it is larger than {GREP_MAX_FILE_BYTES // (1024 * 1024)} MiB"
+        with file.open("rb") as handle:
+            if looks_binary(handle.read(BINARY_SNIFF_BYTES)):
+                return "it looks binary (it contains NUL bytes)"
+            handle.seek(0)
+            found: list[tuple[int, str]] = []
+            for number, raw in enumerate(handle, start=1):
+                line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+                if regex.search(line):
+                    found.append((number, _clip(line)))
+                    if len(found) >= limit:
+                        break
+            return found
+    except OSError as exc:
+        # Files vanish and permissions vary mid-search; neither should fail a whole-tree search.
+        return exc.strerror or str(exc)
+
+
+def _clip(line: str) -> str:
+    if len(line) <= LINE_TEXT_CAP:
+        return line
+    return f"{line[:LINE_TEXT_CAP]}… [{len(line) - LINE_TEXT_CAP} more characters]"

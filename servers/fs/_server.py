@@ -1,0 +1,104 @@
+"""Assembly of the fs server and its stdio entry point."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+
+from servers.fs._files import FileTools
+from servers.fs._paths import Roots
+from servers.fs._search import SearchTools
+
+__all__ = ["build_server", "main"]
+
+_READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+
+
+def build_server(roots: Sequence[Path]) -> MCPServer:
+    """Build the fs MCP server, confined to the given directories.
+
+    Args:
+        roots: Existing directories the tools may touch. The first is the primary root: relative paths resolve
+            against it and reported paths are relative to it.
+
+    Returns:
+        An MCPServer named ``"fs"`` with the tools read, write, edit, list, glob and grep.
+
+    Raises:
+        ValueError: If no root is given or a root is not an existing directory.
+    """
+    allowed = Roots(roots)
+    listed = ", ".join(str(root) for root in allowed.all)
+    server: MCPServer = MCPServer(
+        "fs",
+        instructions=(
+            f"File tools confined to these directories: {listed}. Relative paths resolve against "
+            f"{allowed.primary}, and paths in results are relative to it when inside it."
+        ),
+        # MCPServer configures root logging at INFO by default; an embedding process should not inherit that.
+        log_level="WARNING",
+    )
+    files = FileTools(allowed)
+    search = SearchTools(allowed)
+    tools: list[tuple[str, Callable[..., Any], ToolAnnotations]] = [
+        ("read", files.read, _READ_ONLY),
+        (
+            "write",
+            files.write,
+            ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False),
+        ),
+        (
+            "edit",
+            files.edit,
+            ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False),
+        ),
+        ("list", files.list_dir, _READ_ONLY),
+        ("glob", search.glob, _READ_ONLY),
+        ("grep", search.grep, _READ_ONLY),
+    ]
+    for name, function, hints in tools:
+        # getdoc dedents the method docstring, which is the description the model reads.
+        server.add_tool(function, name=name, description=inspect.getdoc(function), annotations=hints)
+    return server
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve the fs tools over stdio (``loom server fs`` and ``python -m servers.fs``).
+
+    Args:
+        argv: Command-line arguments without the program name; ``sys.argv[1:]`` when None.
+
+    Returns:
+        The process exit status.
+    """
+    parser = argparse.ArgumentParser(prog="loom server fs", description="Serve file tools over MCP stdio.")
+    parser.add_argument(
+        "--root",
+        action="append",
+        type=Path,
+        dest="roots",
+        metavar="DIR",
+        help="directory the tools may touch; repeat for several (the first is primary; default: the current one)",
+    )
+    args = parser.parse_args(argv)
+    # Before MCPServer exists: its basicConfig call is then a no-op, and stdout stays reserved for the wire.
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="fs: %(levelname)s %(name)s: %(message)s")
+    try:
+        server = build_server(args.roots or [Path.cwd()])
+    except ValueError as exc:
+        print(f"loom server fs: {exc}", file=sys.stderr)
+        return 2
+    try:
+        anyio.run(server.run_stdio_async)
+    except KeyboardInterrupt:
+        return 130
+    return 0
