@@ -1,0 +1,251 @@
+"""Assembly of the shell server: the ``run`` tool, its result, and the stdio entry point."""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from servers.shell._process import Completed, run_in_process_group
+
+__all__ = ["MAX_TIMEOUT_S", "RunResult", "ShellTools", "build_server", "main"]
+
+MAX_TIMEOUT_S = 3600.0
+"""Longest timeout a call may ask for."""
+
+_PIPE_GRACE_S = 1.0
+
+
+class RunResult(BaseModel):
+    """The outcome of one shell command."""
+
+    exit_code: int | None = Field(
+        description="Exit status of the shell; negative -N when signal N ended it; null if it was not collected."
+    )
+    stdout: str = Field(description="Standard output (head and tail kept when long, with a marker between).")
+    stderr: str = Field(description="Standard error (head and tail kept when long, with a marker between).")
+    timed_out: bool = Field(description="True if the command hit its timeout and its process group was killed.")
+    duration_ms: int = Field(description="Wall-clock run time in milliseconds.")
+    stdout_truncated: bool = Field(description="True if the middle of stdout was dropped.")
+    stderr_truncated: bool = Field(description="True if the middle of stderr was dropped.")
+    background_killed: bool = Field(
+        description="True if a background process kept the output open after the shell exited and was killed."
+    )
+
+
+class ShellTools:
+    """The ``run`` tool, confined to a root directory.
+
+    Args:
+        root: Existing directory; commands run in it or below it.
+        default_timeout_s: Timeout for calls that do not pass one.
+        max_output_bytes: Most bytes kept from each of stdout and stderr.
+        term_grace_s: Seconds between SIGTERM and SIGKILL when a command's group is ended.
+
+    Raises:
+        ValueError: If root is not a directory or a limit is out of range.
+    """
+
+    def __init__(self, root: Path, *, default_timeout_s: float, max_output_bytes: int, term_grace_s: float) -> None:
+        self._root = Path(root).expanduser().resolve()
+        if not self._root.is_dir():
+            raise ValueError(f"root {str(root)!r} is not an existing directory")
+        if not 0 < default_timeout_s <= MAX_TIMEOUT_S:
+            raise ValueError(f"default_timeout_s must be in (0, {MAX_TIMEOUT_S:g}], got {default_timeout_s}")
+        if max_output_bytes < 1:
+            raise ValueError(f"max_output_bytes must be positive, got {max_output_bytes}")
+        if term_grace_s < 0:
+            raise ValueError(f"term_grace_s must not be negative, got {term_grace_s}")
+        self._default_timeout_s = default_timeout_s
+        self._max_output_bytes = max_output_bytes
+        self._term_grace_s = term_grace_s
+        # bash is friendlier to model-written commands (arrays, [[ ]], pipefail); sh is the POSIX fallback.
+        self._shell = "/bin/bash" if os.access("/bin/bash", os.X_OK) else "/bin/sh"
+
+    @property
+    def root(self) -> Path:
+        """The resolved root directory."""
+        return self._root
+
+    async def run(
+        self,
+        command: Annotated[str, Field(description="Shell command line, run with bash -c (sh if bash is missing).")],
+        cwd: Annotated[str, Field(description="Working directory, relative to the root; must be inside it.")] = ".",
+        timeout_s: Annotated[
+            float | None,
+            Field(gt=0, le=MAX_TIMEOUT_S, description="Seconds before the command is killed; server default if null."),
+        ] = None,
+    ) -> Annotated[CallToolResult, RunResult]:
+        """Run a shell command and return its exit code, stdout and stderr.
+
+        stdin is /dev/null, so commands must not wait for input. On timeout the command and everything it started
+        are killed and the partial output is returned with timed_out=true. Long output keeps its head and tail. A
+        background job started with '&' is killed when the command ends unless it redirects its output
+        (e.g. 'server > server.log 2>&1 &').
+        """
+        if not command.strip():
+            raise ToolError("command is empty; pass a shell command line such as 'ls -la'")
+        if "\x00" in command:
+            raise ToolError("command contains a NUL byte, which cannot be passed to a program; remove it")
+        workdir = self._resolve_cwd(cwd)
+        timeout = self._default_timeout_s if timeout_s is None else timeout_s
+        try:
+            done = await run_in_process_group(
+                [self._shell, "-c", command],
+                cwd=workdir,
+                timeout_s=timeout,
+                max_output_bytes=self._max_output_bytes,
+                term_grace_s=self._term_grace_s,
+                pipe_grace_s=_PIPE_GRACE_S,
+            )
+        except OSError as exc:
+            raise ToolError(f"could not start {self._shell}: {exc.strerror or exc}") from exc
+        result = RunResult(
+            exit_code=done.exit_code,
+            stdout=done.stdout.text(),
+            stderr=done.stderr.text(),
+            timed_out=done.timed_out,
+            duration_ms=round(done.duration_s * 1000),
+            stdout_truncated=done.stdout.truncated,
+            stderr_truncated=done.stderr.truncated,
+            background_killed=done.background_killed,
+        )
+        # A readable rendering rather than the default JSON dump, so a timeout or a kill is the first thing read.
+        return CallToolResult(
+            content=[TextContent(type="text", text=_render(result, done, timeout))],
+            structured_content=result.model_dump(mode="json"),
+        )
+
+    def _resolve_cwd(self, raw: str) -> Path:
+        if not raw.strip() or "\x00" in raw:
+            raise ToolError(f"cwd {raw!r} is not a usable path; pass a directory relative to the root, e.g. '.'")
+        candidate = Path(raw) if os.path.isabs(raw) else self._root / raw
+        try:
+            resolved = candidate.resolve()
+        except (OSError, RuntimeError) as exc:
+            raise ToolError(f"cwd {raw!r} cannot be resolved: {exc}") from exc
+        if not resolved.is_relative_to(self._root):
+            raise ToolError(
+                f"cwd {raw!r} resolves outside the allowed root ({self._root}); nothing was run. "
+                f"Use a directory inside it"
+            )
+        if not resolved.is_dir():
+            raise ToolError(f"cwd {raw!r} is not an existing directory under {self._root}; nothing was run")
+        return resolved
+
+
+def _render(result: RunResult, done: Completed, timeout_s: float) -> str:
+    lines: list[str] = []
+    if result.timed_out:
+        lines.append(
+            f"TIMED OUT after {timeout_s:g}s: the command and its child processes were killed. "
+            f"The output below is partial."
+        )
+    code = result.exit_code
+    if code is None:
+        status = "exit status unknown"
+    elif code < 0:
+        status = f"killed by {_signal_name(-code)} (exit_code {code})"
+    else:
+        status = f"exit code {code}"
+    lines.append(f"{status}, {result.duration_ms} ms")
+    if result.background_killed:
+        lines.append(
+            "note: a background process kept stdout/stderr open after the command finished and was killed; "
+            "redirect its output (cmd > file 2>&1 &) to keep it running"
+        )
+    for name, text, buffer in (("stdout", result.stdout, done.stdout), ("stderr", result.stderr, done.stderr)):
+        if text or name == "stdout":
+            suffix = f" ({buffer.total} bytes, {buffer.dropped} dropped from the middle)" if buffer.truncated else ""
+            lines.append(f"--- {name}{suffix} ---")
+            lines.append(text.rstrip("\n") if text else "(empty)")
+    return "\n".join(lines)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def build_server(
+    root: Path,
+    *,
+    default_timeout_s: float = 60,
+    max_output_bytes: int = 64_000,
+    term_grace_s: float = 2.0,
+) -> MCPServer:
+    """Build the shell MCP server, whose commands run inside root.
+
+    Args:
+        root: Existing directory; commands run in it or in a directory below it.
+        default_timeout_s: Timeout for calls that do not pass one (at most 3600 s).
+        max_output_bytes: Most bytes kept from each of stdout and stderr.
+        term_grace_s: Seconds between SIGTERM and SIGKILL when a command's process group is ended.
+
+    Returns:
+        An MCPServer named ``"shell"`` with the tool ``run``.
+
+    Raises:
+        ValueError: If root is not a directory or a limit is out of range.
+    """
+    tools = ShellTools(
+        root, default_timeout_s=default_timeout_s, max_output_bytes=max_output_bytes, term_grace_s=term_grace_s
+    )
+    server: MCPServer = MCPServer(
+        "shell",
+        instructions=f"Runs shell commands in {tools.root} (or below it), with stdin from /dev/null.",
+        # MCPServer configures root logging at INFO by default; an embedding process should not inherit that.
+        log_level="WARNING",
+    )
+    server.add_tool(
+        tools.run,
+        name="run",
+        description=inspect.getdoc(tools.run),
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
+        ),
+    )
+    return server
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve the shell tool over stdio (``loom server shell`` and ``python -m servers.shell``).
+
+    Args:
+        argv: Command-line arguments without the program name; ``sys.argv[1:]`` when None.
+
+    Returns:
+        The process exit status.
+    """
+    parser = argparse.ArgumentParser(prog="loom server shell", description="Serve a shell tool over MCP stdio.")
+    parser.add_argument("--root", type=Path, default=None, metavar="DIR", help="directory commands run in (default: .)")
+    parser.add_argument(
+        "--timeout", type=float, default=60.0, metavar="SECONDS", help="default command timeout (default: 60)"
+    )
+    args = parser.parse_args(argv)
+    # Before MCPServer exists: its basicConfig call is then a no-op, and stdout stays reserved for the wire.
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="shell: %(levelname)s %(name)s: %(message)s")
+    try:
+        server = build_server(args.root or Path.cwd(), default_timeout_s=args.timeout)
+    except ValueError as exc:
+        print(f"loom server shell: {exc}", file=sys.stderr)
+        return 2
+    try:
+        anyio.run(server.run_stdio_async)
+    except KeyboardInterrupt:
+        return 130
+    return 0
