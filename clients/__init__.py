@@ -1,0 +1,1 @@
+"""Loom's clients: the command line and (later) the Textual TUI."""

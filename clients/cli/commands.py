@@ -1,0 +1,134 @@
+"""The CLI commands that need the runtime: ``run``, ``export`` and ``runs``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from clients.cli.main import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from clients.cli.render import JsonRenderer, TerminalRenderer
+from orchestrator.config import ConfigError, LoomConfig, load_config, loom_home
+from orchestrator.events import Event
+from orchestrator.models import Model, ModelSpecError, default_model_spec, resolve_model
+from orchestrator.store import StoreError
+
+DEMO_NOTICE = (
+    "this run uses Loom's bundled scripted demo model: its words are pre-written, but every tool call "
+    "is real and runs through Loom's fs and shell MCP servers. To use a real model, set ANTHROPIC_API_KEY "
+    "(or pass --model anthropic:claude-sonnet-4-5), or pass --model openai:MODEL with OPENAI_BASE_URL and "
+    "OPENAI_API_KEY for any OpenAI-compatible endpoint (DeepSeek, Kimi, Ollama, vLLM)."
+)
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> int:
+    sys.stderr.write(f"loom: error: {message}\n")
+    return code
+
+
+def _quiet_logging() -> None:
+    # MCPServer.__init__ calls logging.basicConfig; configuring first keeps library INFO logs off the terminal.
+    level = os.environ.get("LOOM_LOG_LEVEL", "WARNING").upper()
+    logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
+
+
+def run(args: argparse.Namespace) -> int:
+    """``loom run GOAL``: one headless session in the current directory."""
+    _quiet_logging()
+    cwd = Path(args.cwd).expanduser() if args.cwd else Path.cwd()
+    if not cwd.is_dir():
+        return _fail(f"--cwd {cwd}: not a directory")
+    cwd = cwd.resolve()
+    home = loom_home()
+    try:
+        config = load_config(home, cwd, Path(args.config).expanduser() if args.config else None)
+        spec = args.model or os.environ.get("LOOM_MODEL") or config.model or default_model_spec()
+        model = resolve_model(spec, base_dir=cwd)
+    except (ConfigError, ModelSpecError) as exc:
+        return _fail(str(exc))
+    notice = DEMO_NOTICE if spec == "scripted:demo" else ""
+    renderer: Callable[[Event], None] = JsonRenderer() if args.json else TerminalRenderer()
+    try:
+        return anyio.run(_run_session, home, config, cwd, model, notice, args.goal, args.max_steps, renderer)
+    except StoreError as exc:
+        return _fail(str(exc), EXIT_FAILED)
+
+
+async def _run_session(
+    home: Path,
+    config: LoomConfig,
+    cwd: Path,
+    model: Model,
+    notice: str,
+    goal: str,
+    max_steps: int,
+    renderer: Callable[[Event], None],
+) -> int:
+    from orchestrator.embedded import embedded_runtime
+
+    status = "failed"
+    async with embedded_runtime(home, config.servers) as runtime:
+        async with runtime.log.subscribe() as events, anyio.create_task_group() as tg:
+            tg.start_soon(_render, events, renderer)
+            with anyio.CancelScope() as run_scope:
+                watcher = anyio.CancelScope()
+                tg.start_soon(_cancel_on_signal, run_scope, watcher)
+                async with runtime.open_session(cwd, model, notice=notice) as session:
+                    result = await session.run(goal, max_steps=max_steps)
+                    status = result.status
+            watcher.cancel()
+            if run_scope.cancelled_caught:
+                status = "cancelled"
+            runtime.log.close_subscribers()
+    return {"completed": EXIT_OK, "cancelled": EXIT_CANCELLED}.get(status, EXIT_FAILED)
+
+
+async def _render(events: MemoryObjectReceiveStream[Event], renderer: Callable[[Event], None]) -> None:
+    async for event in events:
+        renderer(event)
+
+
+async def _cancel_on_signal(run_scope: anyio.CancelScope, watcher: anyio.CancelScope) -> None:
+    with watcher, anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            run_scope.cancel()
+            return
+
+
+def export(run_id: str) -> int:
+    """``loom export RUN``: the run's stored events as JSONL."""
+    from orchestrator.embedded import find_run
+
+    try:
+        found = anyio.run(find_run, loom_home(), run_id)
+    except StoreError as exc:
+        return _fail(str(exc), EXIT_FAILED)
+    if found is None:
+        return _fail(f"no run {run_id!r} in {loom_home()}; `loom runs` lists them")
+    for event in found[1]:
+        sys.stdout.write(event.model_dump_json() + "\n")
+    return EXIT_OK
+
+
+def list_runs(limit: int) -> int:
+    """``loom runs``: recent runs, newest first."""
+    import time
+
+    from orchestrator.embedded import recent_runs
+
+    try:
+        runs = anyio.run(recent_runs, loom_home(), limit)
+    except StoreError as exc:
+        return _fail(str(exc), EXIT_FAILED)
+    for r in runs:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started))
+        reason = r.reason if r.status != "completed" else ""
+        sys.stdout.write(f"{r.id}  {when}  {r.status:<10} {r.model:<32} {reason[:60]}\n")
+    return EXIT_OK

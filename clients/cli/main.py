@@ -1,0 +1,82 @@
+"""``loom``: argument parsing and dispatch.
+
+Only the standard library is imported at module level, so that ``loom --help`` answers in a few
+tens of milliseconds; each command imports what it needs when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_CANCELLED = 130
+
+_EPILOG = """exit codes: 0 completed, 1 the run failed, 2 bad usage or config, 130 cancelled.
+state lives in $LOOM_HOME (default ~/.loom)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole command-line grammar."""
+    parser = argparse.ArgumentParser(
+        prog="loom",
+        description="Loom: a local agent runtime where everything is an MCP server.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version="loom 0.1.0")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run one session headless in the current directory")
+    run.add_argument("goal", help="what the agent should do")
+    run.add_argument(
+        "--model",
+        help="PROVIDER:NAME, e.g. anthropic:claude-sonnet-4-5, openai:deepseek-chat, scripted:PATH, scripted:demo "
+        "(default: $LOOM_MODEL, then config, then Anthropic if ANTHROPIC_API_KEY is set, else the scripted demo)",
+    )
+    run.add_argument("--json", action="store_true", help="print every event as NDJSON on stdout")
+    run.add_argument("--max-steps", type=int, default=50, metavar="N", help="stop after N model calls (default 50)")
+    run.add_argument("--cwd", help="work in this directory instead of the current one")
+    run.add_argument("--config", metavar="FILE", help="extra config file (model, mcpServers) read after the others")
+
+    server = sub.add_parser("server", help="serve one of Loom's own MCP servers over stdio")
+    server.add_argument("name", choices=["fs", "shell"], help="which server")
+    server.add_argument("args", nargs=argparse.REMAINDER, help="the server's own options, e.g. --root DIR")
+
+    export = sub.add_parser("export", help="print a run's events as JSONL")
+    export.add_argument("run_id", help="the run id (or a unique prefix of it)")
+
+    runs = sub.add_parser("runs", help="list recent runs")
+    runs.add_argument("--limit", type=int, default=20)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``loom`` command; returns the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_OK
+    if args.command == "server":
+        from clients.cli.serve import serve_builtin
+
+        return serve_builtin(args.name, args.args)
+    from clients.cli import commands
+
+    if args.command == "run":
+        if args.max_steps < 1:
+            parser.error("--max-steps must be at least 1")
+        return commands.run(args)
+    if args.command == "export":
+        return commands.export(args.run_id)
+    if args.command == "runs":
+        return commands.list_runs(args.limit)
+    parser.error(f"unknown command {args.command}")  # pragma: no cover - argparse rejects it first
+
+
+if __name__ == "__main__":
+    sys.exit(main())

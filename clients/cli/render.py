@@ -1,0 +1,101 @@
+"""How events look on a terminal (and as NDJSON)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TextIO
+
+from orchestrator.events import (
+    AssistantMessage,
+    Event,
+    ModelRetry,
+    Notice,
+    RunFinished,
+    ServerFailed,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+
+_ARGS_WIDTH = 90
+
+
+class JsonRenderer:
+    """One JSON object per line, every event, flushed as it comes."""
+
+    def __init__(self, out: TextIO | None = None) -> None:
+        self._out = out or sys.stdout
+
+    def __call__(self, event: Event) -> None:
+        """Print one event."""
+        self._out.write(event.model_dump_json() + "\n")
+        self._out.flush()
+
+
+class TerminalRenderer:
+    """Streamed assistant text on stdout, one line per tool call, status lines on stderr."""
+
+    def __init__(self, out: TextIO | None = None, err: TextIO | None = None) -> None:
+        self._out = out or sys.stdout
+        self._err = err or sys.stderr
+        self._mid_line = False
+        self._arguments: dict[str, dict[str, object]] = {}
+
+    def __call__(self, event: Event) -> None:
+        """Print one event."""
+        if isinstance(event, TextDelta):
+            self._out.write(event.text)
+            self._mid_line = not event.text.endswith("\n")
+            self._out.flush()
+        elif isinstance(event, AssistantMessage):
+            self._end_line()
+        elif isinstance(event, ToolCallStarted):
+            self._arguments[event.call_id] = event.arguments
+        elif isinstance(event, ToolCallFinished):
+            self._end_line()
+            self._out.write(_tool_line(event, self._arguments.pop(event.call_id, None)) + "\n")
+            self._out.flush()
+        elif isinstance(event, Notice):
+            self._status(f"{event.level}: {event.text}" if event.level != "info" else event.text)
+        elif isinstance(event, ModelRetry):
+            self._status(f"model error, retrying in {event.delay_s:.1f}s (attempt {event.attempt}): {event.error}")
+        elif isinstance(event, ServerFailed):
+            self._status(f"warning: MCP server {event.server!r} is unavailable: {event.error}")
+        elif isinstance(event, RunFinished):
+            self._end_line()
+            self._status(_finish_line(event))
+
+    def _end_line(self) -> None:
+        if self._mid_line:
+            self._out.write("\n")
+            self._out.flush()
+            self._mid_line = False
+
+    def _status(self, text: str) -> None:
+        self._end_line()
+        self._err.write(f"loom: {text}\n")
+        self._err.flush()
+
+
+def _tool_line(event: ToolCallFinished, arguments: dict[str, object] | None) -> str:
+    mark = "✗" if event.is_error else "✓"
+    args = f" {format_arguments(arguments)}" if arguments else ""
+    line = f"  {mark} {event.tool}{args} ({event.duration_ms:.0f} ms)"
+    if event.is_error:
+        first = event.content.strip().splitlines()[0] if event.content.strip() else "error"
+        line += f" → {first[:200]}"
+    return line
+
+
+def _finish_line(event: RunFinished) -> str:
+    steps = f"{event.steps} step{'s' if event.steps != 1 else ''}"
+    if event.status == "completed":
+        return f"run {event.run_id} completed in {steps}"
+    return f"run {event.run_id} {event.status} after {steps}: {event.reason}"
+
+
+def format_arguments(arguments: dict[str, object]) -> str:
+    """Compact one-line JSON of tool arguments, cut to fit a terminal line."""
+    text = json.dumps(arguments, ensure_ascii=False, separators=(", ", ": "))
+    return text if len(text) <= _ARGS_WIDTH else text[: _ARGS_WIDTH - 1] + "…"

@@ -1,0 +1,182 @@
+"""Loom's configuration: where its state lives and which external MCP servers to connect.
+
+External servers use the standard ``mcpServers`` format shared by Claude Code, Cursor and Gemini CLI:
+``{"mcpServers": {"name": {"command": ..., "args": [...], "env": {...}}}}`` for stdio servers and
+``{"name": {"url": ..., "headers": {...}}}`` for streamable HTTP. Values may reference environment
+variables as ``${VAR}`` so that secrets stay out of the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+DEFAULT_CALL_TIMEOUT_S = 600.0
+DEFAULT_STARTUP_TIMEOUT_S = 30.0
+
+
+class ConfigError(Exception):
+    """A configuration file is unusable; the message names the file and what is wrong."""
+
+
+def loom_home() -> Path:
+    """``$LOOM_HOME``, or ``~/.loom``."""
+    env = os.environ.get("LOOM_HOME")
+    return Path(env).expanduser() if env else Path.home() / ".loom"
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """One external MCP server."""
+
+    name: str
+    transport: Literal["stdio", "http"]
+    command: str = ""
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict[str, str])
+    cwd: str | None = None
+    url: str = ""
+    headers: dict[str, str] = field(default_factory=dict[str, str])
+    startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
+    call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
+    source: str = ""
+    """The file this entry came from, for error messages."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoomConfig:
+    """Everything read from config files."""
+
+    model: str | None = None
+    servers: tuple[ServerConfig, ...] = ()
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def _expand(value: str, where: str) -> str:
+    def repl(m: re.Match[str]) -> str:
+        name, default = m.group(1), m.group(2)
+        if name in os.environ:
+            return os.environ[name]
+        if default is not None:
+            return default
+        raise ConfigError(f"{where}: environment variable ${{{name}}} is not set")
+
+    return _VAR.sub(repl, value)
+
+
+def _str_map(raw: object, where: str) -> dict[str, str]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+        raise ConfigError(f"{where} must be an object of strings")
+    return {str(k): _expand(v, f"{where}.{k}") for k, v in raw.items()}
+
+
+def _number(raw: object, where: str, default: float) -> float:
+    if raw is None:
+        return default
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or raw <= 0:
+        raise ConfigError(f"{where} must be a positive number of seconds")
+    return float(raw)
+
+
+def parse_server(name: str, raw: object, source: str) -> ServerConfig:
+    """Validate one ``mcpServers`` entry.
+
+    Raises:
+        ConfigError: the entry is not a usable stdio or HTTP server description.
+    """
+    where = f"{source}: mcpServers.{name}"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where} must be an object with 'command' (stdio) or 'url' (HTTP)")
+    entry: dict[str, Any] = raw
+    startup_timeout_s = _number(entry.get("startupTimeout"), f"{where}.startupTimeout", DEFAULT_STARTUP_TIMEOUT_S)
+    call_timeout_s = _number(entry.get("timeout"), f"{where}.timeout", DEFAULT_CALL_TIMEOUT_S)
+    if "command" in entry:
+        command, args = entry["command"], entry.get("args", [])
+        if not isinstance(command, str) or not command:
+            raise ConfigError(f"{where}.command must be a non-empty string")
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise ConfigError(f"{where}.args must be a list of strings")
+        cwd = entry.get("cwd")
+        if cwd is not None and not isinstance(cwd, str):
+            raise ConfigError(f"{where}.cwd must be a string")
+        return ServerConfig(
+            name=name,
+            transport="stdio",
+            command=_expand(command, f"{where}.command"),
+            args=tuple(_expand(a, f"{where}.args") for a in args),
+            env=_str_map(entry.get("env"), f"{where}.env"),
+            cwd=cwd,
+            source=source,
+            startup_timeout_s=startup_timeout_s,
+            call_timeout_s=call_timeout_s,
+        )
+    if "url" in entry:
+        url = entry["url"]
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise ConfigError(f"{where}.url must be an http:// or https:// URL")
+        return ServerConfig(
+            name=name,
+            transport="http",
+            url=_expand(url, f"{where}.url"),
+            headers=_str_map(entry.get("headers"), f"{where}.headers"),
+            source=source,
+            startup_timeout_s=startup_timeout_s,
+            call_timeout_s=call_timeout_s,
+        )
+    raise ConfigError(f"{where} needs 'command' (a stdio server) or 'url' (a streamable HTTP server)")
+
+
+def load_config_file(path: Path) -> LoomConfig:
+    """Read one JSON config file (``model`` and ``mcpServers``).
+
+    Raises:
+        ConfigError: unreadable file, invalid JSON (with line and column) or an invalid entry.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a JSON object")
+    model = data.get("model")
+    if model is not None and not isinstance(model, str):
+        raise ConfigError(f"{path}: 'model' must be a string like 'anthropic:claude-sonnet-4-5'")
+    servers_raw = data.get("mcpServers", {})
+    if not isinstance(servers_raw, dict):
+        raise ConfigError(f"{path}: 'mcpServers' must be an object mapping names to servers")
+    servers = tuple(parse_server(str(name), raw, str(path)) for name, raw in servers_raw.items())
+    return LoomConfig(model=model, servers=servers)
+
+
+def load_config(home: Path, project: Path, extra: Path | None = None) -> LoomConfig:
+    """Merge ``$LOOM_HOME/config.json``, ``PROJECT/.loom/config.json`` and ``extra`` (later wins per key).
+
+    Raises:
+        ConfigError: any of the existing files is invalid; missing files are simply skipped.
+    """
+    candidates = [home / "config.json", project / ".loom" / "config.json"]
+    if extra is not None:
+        if not extra.is_file():
+            raise ConfigError(f"{extra}: no such config file")
+        candidates.append(extra)
+    model: str | None = None
+    servers: dict[str, ServerConfig] = {}
+    for path in candidates:
+        if not path.is_file():
+            continue
+        cfg = load_config_file(path)
+        model = cfg.model or model
+        servers.update({s.name: s for s in cfg.servers})
+    return LoomConfig(model=model, servers=tuple(servers.values()))

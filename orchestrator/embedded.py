@@ -1,0 +1,45 @@
+"""The embedded default: one process, one SQLite file under ``LOOM_HOME``.
+
+This is the public surface the headless CLI uses; it hides which store backs the runtime.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+from orchestrator.config import ServerConfig
+from orchestrator.eventlog import EventLog
+from orchestrator.events import Event
+from orchestrator.runtime import Runtime
+from orchestrator.sqlite_store import SqliteStore
+from orchestrator.store import RunRecord
+
+DB_NAME = "loom.db"
+
+
+@contextlib.asynccontextmanager
+async def embedded_runtime(home: Path, servers: Sequence[ServerConfig] = ()) -> AsyncIterator[Runtime]:
+    """A runtime over ``home/loom.db``.
+
+    Raises:
+        orchestrator.store.StoreError: the database cannot be opened.
+    """
+    async with SqliteStore(home / DB_NAME) as store:
+        yield Runtime(EventLog(store), home=home, servers=servers)
+
+
+async def find_run(home: Path, run_id: str) -> tuple[RunRecord, list[Event]] | None:
+    """A run (by id or unique prefix) and its events, or None."""
+    async with SqliteStore(home / DB_NAME) as store:
+        run = await store.get_run(run_id) or await store.find_run(run_id)
+        if run is None:
+            return None
+        return run, await store.read_events(run.session_id, run_id=run.id)
+
+
+async def recent_runs(home: Path, limit: int) -> list[RunRecord]:
+    """The most recent runs, newest first."""
+    async with SqliteStore(home / DB_NAME) as store:
+        return await store.list_runs(limit=limit)

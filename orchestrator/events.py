@@ -1,0 +1,166 @@
+"""The event log's vocabulary: one discriminated union of pydantic models.
+
+Every observable thing in a session is an :class:`Event`. Events are numbered per session (``seq``)
+by the store when they are appended, and only then published to subscribers. Live-only events
+(:class:`TextDelta`) are never stored and carry ``seq = None``; their text is coalesced into the
+stored :class:`AssistantMessage`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field, TypeAdapter
+
+from orchestrator.messages import Message, Usage
+
+RunStatus = Literal["queued", "running", "completed", "failed", "cancelled", "interrupted"]
+"""Where a run is in its life; the last four are final."""
+
+FailureKind = Literal["invalid_arguments", "unknown_tool", "server_unavailable", "timed_out", "tool_error"]
+"""Why a tool call failed, in terms a user (and a retry policy) can act on."""
+
+
+class _EventBase(BaseModel):
+    seq: int | None = None
+    """Position in the session's log; assigned by the store, ``None`` for live-only events."""
+    session_id: str
+    ts: float = Field(default_factory=time.time)
+    """Wall-clock time the event was created (seconds since the epoch)."""
+
+
+class SessionCreated(_EventBase):
+    """A session came into being."""
+
+    type: Literal["session_created"] = "session_created"
+    cwd: str
+    model: str
+
+
+class RunStarted(_EventBase):
+    """A run began: the user's message and the model that will answer it."""
+
+    type: Literal["run_started"] = "run_started"
+    run_id: str
+    model: str
+    max_steps: int
+
+
+class UserMessage(_EventBase):
+    """A message from the user (or a driving agent)."""
+
+    type: Literal["user_message"] = "user_message"
+    run_id: str
+    text: str
+
+
+class Notice(_EventBase):
+    """Something the user should know that is not part of the conversation."""
+
+    type: Literal["notice"] = "notice"
+    run_id: str | None = None
+    level: Literal["info", "warning", "error"] = "info"
+    text: str
+
+
+class TextDelta(_EventBase):
+    """A piece of streamed assistant text. Live only: never stored."""
+
+    type: Literal["text_delta"] = "text_delta"
+    run_id: str
+    step: int
+    text: str
+
+
+class ModelRetry(_EventBase):
+    """A transient model error; the call will be tried again after ``delay_s``."""
+
+    type: Literal["model_retry"] = "model_retry"
+    run_id: str
+    step: int
+    attempt: int
+    delay_s: float
+    error: str
+
+
+class AssistantMessage(_EventBase):
+    """The model's complete answer for one step (text and tool calls)."""
+
+    type: Literal["assistant_message"] = "assistant_message"
+    run_id: str
+    step: int
+    message: Message
+    stop_reason: str
+    usage: Usage
+    duration_ms: float
+
+
+class ToolCallStarted(_EventBase):
+    """A tool call was validated and sent to its server."""
+
+    type: Literal["tool_call_started"] = "tool_call_started"
+    run_id: str
+    step: int
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+
+
+class ToolCallFinished(_EventBase):
+    """A tool call ended: its result as the model will see it."""
+
+    type: Literal["tool_call_finished"] = "tool_call_finished"
+    run_id: str
+    step: int
+    call_id: str
+    tool: str
+    is_error: bool
+    failure: FailureKind | None = None
+    content: str
+    structured: dict[str, Any] | None = None
+    duration_ms: float
+
+
+class ServerFailed(_EventBase):
+    """An MCP server could not be started or stopped answering; its tools now return errors."""
+
+    type: Literal["server_failed"] = "server_failed"
+    server: str
+    error: str
+
+
+class RunFinished(_EventBase):
+    """A run reached a final status."""
+
+    type: Literal["run_finished"] = "run_finished"
+    run_id: str
+    status: RunStatus
+    reason: str
+    """Why it ended: ``end_turn``, ``max_steps``, ``cancelled`` or the error message."""
+    final_text: str
+    steps: int
+
+
+Event = Annotated[
+    SessionCreated
+    | RunStarted
+    | UserMessage
+    | Notice
+    | TextDelta
+    | ModelRetry
+    | AssistantMessage
+    | ToolCallStarted
+    | ToolCallFinished
+    | ServerFailed
+    | RunFinished,
+    Field(discriminator="type"),
+]
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+"""Validates and serialises any :data:`Event` (e.g. ``EVENT_ADAPTER.validate_json(line)``)."""
+
+
+def event_run_id(event: Event) -> str | None:
+    """The run an event belongs to, if any."""
+    return getattr(event, "run_id", None)

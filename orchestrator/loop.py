@@ -1,0 +1,168 @@
+"""The agent loop: stream the model, run the tools it asks for, feed the results back, repeat.
+
+It sees the world through three things only: a :class:`~orchestrator.models.base.Model`, the
+:class:`~orchestrator.hub.Hub` and the :class:`~orchestrator.eventlog.EventLog`. The history is one
+list that grows by appending; nothing copies it per step, so a step costs the same at step 200 as at
+step 2. Every effect is recorded before the next model call: the assistant message and the calls it
+starts in one store batch, each result as it arrives.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import anyio
+
+from orchestrator.eventlog import EventLog
+from orchestrator.events import AssistantMessage, RunStatus, TextDelta, ToolCallFinished, ToolCallStarted
+from orchestrator.hub import Hub, ToolOutcome
+from orchestrator.messages import Message, ToolResultBlock, ToolUseBlock
+from orchestrator.models.base import Model, ModelError, ModelRequest, ModelResponse, ToolSpec
+from orchestrator.models.base import TextDelta as ModelTextDelta
+
+
+@dataclass(slots=True)
+class RunContext:
+    """Everything one run needs; the loop mutates ``history`` and ``step``."""
+
+    session_id: str
+    run_id: str
+    model: Model
+    hub: Hub
+    log: EventLog
+    system: str
+    history: list[Message]
+    max_steps: int
+    step: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LoopResult:
+    """How the loop ended."""
+
+    status: RunStatus
+    reason: str
+    final_text: str
+    steps: int
+
+
+async def run_loop(ctx: RunContext) -> LoopResult:
+    """Run until the model stops asking for tools or ``max_steps`` model calls have been made.
+
+    Raises:
+        orchestrator.models.base.ModelError: a model call failed for good (after any retries).
+        orchestrator.store.StoreError: the event log could not be written.
+    """
+    tools: list[ToolSpec] = [t.spec for t in ctx.hub.tools]
+    final_text = ""
+    while ctx.step < ctx.max_steps:
+        ctx.step += 1
+        response, model_ms = await _model_step(ctx, tools)
+        message = response.message
+        ctx.history.append(message)
+        final_text = message.text or final_text
+        uses = message.tool_uses
+        approved, refused = await _check_calls(ctx, uses)
+        await ctx.log.append(
+            AssistantMessage(
+                session_id=ctx.session_id,
+                run_id=ctx.run_id,
+                step=ctx.step,
+                message=message,
+                stop_reason=response.stop_reason,
+                usage=response.usage,
+                duration_ms=model_ms,
+            ),
+            *(_started(ctx, use) for use in approved),
+            *(_finished(ctx, use, outcome, 0.0) for use, outcome in refused),
+        )
+        if not uses:
+            return LoopResult("completed", response.stop_reason, final_text, ctx.step)
+        results = await _run_tools(ctx, uses, approved, refused)
+        ctx.history.append(Message(role="user", content=list(results)))
+    return LoopResult("failed", f"max_steps: stopped after {ctx.max_steps} model calls", final_text, ctx.step)
+
+
+async def _model_step(ctx: RunContext, tools: list[ToolSpec]) -> tuple[ModelResponse, float]:
+    """One model call, its text streamed live; returns the response and how long it took (ms)."""
+    started = time.perf_counter()
+    request = ModelRequest(system=ctx.system, messages=ctx.history, tools=tools)
+    response: ModelResponse | None = None
+    async for event in ctx.model.stream(request):
+        if isinstance(event, ModelTextDelta):
+            ctx.log.publish_live(
+                TextDelta(session_id=ctx.session_id, run_id=ctx.run_id, step=ctx.step, text=event.text)
+            )
+        else:
+            response = event
+    if response is None:
+        raise ModelError(f"{ctx.model.name} ended its stream without a response", transient=True)
+    return response, _ms_since(started)
+
+
+async def _check_calls(
+    ctx: RunContext, uses: list[ToolUseBlock]
+) -> tuple[list[ToolUseBlock], list[tuple[ToolUseBlock, ToolOutcome]]]:
+    """Split the calls into those that may run and those refused up front (unknown tool, bad arguments)."""
+    approved: list[ToolUseBlock] = []
+    refused: list[tuple[ToolUseBlock, ToolOutcome]] = []
+    for use in uses:
+        problem = await ctx.hub.check(use.name, use.input)
+        if problem is None:
+            approved.append(use)
+        else:
+            refused.append((use, problem))
+    return approved, refused
+
+
+async def _run_tools(
+    ctx: RunContext,
+    uses: list[ToolUseBlock],
+    approved: list[ToolUseBlock],
+    refused: list[tuple[ToolUseBlock, ToolOutcome]],
+) -> list[ToolResultBlock]:
+    """Run the approved calls concurrently; results come back in the order the model asked."""
+    outcomes: dict[str, ToolOutcome] = {use.id: outcome for use, outcome in refused}
+
+    async def one(use: ToolUseBlock) -> None:
+        started = time.perf_counter()
+        outcome = await ctx.hub.dispatch(use.name, use.input)
+        outcomes[use.id] = outcome
+        await ctx.log.append(_finished(ctx, use, outcome, _ms_since(started)))
+
+    if len(approved) == 1:
+        await one(approved[0])  # the common case needs no task group
+    else:
+        async with anyio.create_task_group() as tg:
+            for use in approved:
+                tg.start_soon(one, use)
+    return [
+        ToolResultBlock(tool_use_id=u.id, content=outcomes[u.id].content, is_error=outcomes[u.id].is_error)
+        for u in uses
+    ]
+
+
+def _started(ctx: RunContext, use: ToolUseBlock) -> ToolCallStarted:
+    return ToolCallStarted(
+        session_id=ctx.session_id, run_id=ctx.run_id, step=ctx.step, call_id=use.id, tool=use.name, arguments=use.input
+    )
+
+
+def _finished(ctx: RunContext, use: ToolUseBlock, outcome: ToolOutcome, duration_ms: float) -> ToolCallFinished:
+    return ToolCallFinished(
+        session_id=ctx.session_id,
+        run_id=ctx.run_id,
+        step=ctx.step,
+        call_id=use.id,
+        tool=use.name,
+        is_error=outcome.is_error,
+        failure=outcome.failure,
+        content=outcome.content,
+        structured=outcome.structured,
+        duration_ms=duration_ms,
+    )
+
+
+def _ms_since(start: float) -> float:
+    return round((time.perf_counter() - start) * 1000, 3)

@@ -1,0 +1,195 @@
+"""A deterministic model that plays a script: for tests, demos and offline use.
+
+A script is a list of turns; each turn has text and/or tool calls. Turn *n* answers the *n*-th model
+call. Strings in a turn may quote earlier tool results as ``{{result:ID}}`` (``ID`` being the ``id``
+given to a tool call in the script), which is how the bundled demo writes a report about what it
+actually found. When the script runs out the model says so and ends the turn.
+
+Script file (JSON)::
+
+    {"notice": "shown before the run",
+     "turns": [{"text": "Looking around.", "tool_calls": [{"id": "ls", "name": "fs__list", "arguments": {}}]},
+               {"text": "Found: {{result:ls}}"}]}
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from pydantic import BaseModel, Field, ValidationError
+
+from orchestrator.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
+from orchestrator.models.base import ModelError, ModelEvent, ModelRequest, ModelResponse, StopReason, TextDelta
+
+_PLACEHOLDER = re.compile(r"\{\{result:([A-Za-z0-9_.-]+)\}\}")
+_MAX_QUOTE = 4000
+
+
+class ScriptedCall(BaseModel):
+    """One tool call in a scripted turn."""
+
+    id: str | None = None
+    """Name for ``{{result:ID}}`` references; the wire id is made unique per call."""
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ScriptedTurn(BaseModel):
+    """One model answer."""
+
+    text: str = ""
+    tool_calls: list[ScriptedCall] = Field(default_factory=list)
+    delay_s: float = 0.0
+    """Think this long before answering (for demos and cancellation tests)."""
+    error: str | None = None
+    """Fail this call instead of answering: ``transient:msg`` or ``permanent:msg``."""
+
+
+class Script(BaseModel):
+    """A whole script."""
+
+    notice: str = ""
+    turns: list[ScriptedTurn]
+
+
+class ScriptedModel:
+    """Plays a :class:`Script` one turn per model call."""
+
+    def __init__(self, script: Script, *, label: str = "script") -> None:
+        self._script = script
+        self._label = label
+        self._next = 0
+        self._ids: dict[str, str] = {}
+        self.requests: list[ModelRequest] = []
+        """Every request received, for tests that assert what the model was shown."""
+
+    @classmethod
+    def from_file(cls, path: Path) -> ScriptedModel:
+        """Load a JSON script.
+
+        Raises:
+            ModelError: the file is missing or not a valid script (permanent).
+        """
+        try:
+            script = Script.model_validate_json(path.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ModelError(f"cannot read script {path}: {exc.strerror or exc}", transient=False) from exc
+        except ValidationError as exc:
+            raise ModelError(f"invalid script {path}: {exc}", transient=False) from exc
+        return cls(script, label=str(path))
+
+    @classmethod
+    def from_turns(cls, turns: list[dict[str, Any]] | list[ScriptedTurn], notice: str = "") -> ScriptedModel:
+        """Build a model from turns given inline (tests)."""
+        return cls(Script(notice=notice, turns=[ScriptedTurn.model_validate(t) for t in turns]), label="inline")
+
+    @property
+    def name(self) -> str:
+        """``scripted:<source>``."""
+        return f"scripted:{self._label}"
+
+    @property
+    def notice(self) -> str:
+        """The script's own notice, shown before a run."""
+        return self._script.notice
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Play the next turn."""
+        self.requests.append(request)
+        index = self._next
+        self._next += 1
+        if index >= len(self._script.turns):
+            turn = ScriptedTurn(text="(The script has no more turns.)")
+        else:
+            turn = self._script.turns[index]
+        async for event in _play(turn, index, request, self._ids):
+            yield event
+
+
+class FunctionModel:
+    """A model whose every answer comes from a Python function (tests)."""
+
+    def __init__(self, fn: Callable[[ModelRequest], ScriptedTurn | dict[str, Any]], name: str = "function") -> None:
+        self._fn = fn
+        self._name = name
+        self._calls = 0
+
+    @property
+    def name(self) -> str:
+        """``scripted:<name>``."""
+        return f"scripted:{self._name}"
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Ask the function for the next turn and play it."""
+        turn = ScriptedTurn.model_validate(self._fn(request))
+        self._calls += 1
+        async for event in _play(turn, self._calls, request, {}):
+            yield event
+
+
+async def _play(
+    turn: ScriptedTurn, index: int, request: ModelRequest, ids: dict[str, str]
+) -> AsyncIterator[ModelEvent]:
+    """Stream one turn: optional delay or error, text deltas, then the whole message."""
+    if turn.delay_s > 0:
+        await anyio.sleep(turn.delay_s)
+    if turn.error is not None:
+        kind, _, message = turn.error.partition(":")
+        raise ModelError(message or turn.error, transient=kind == "transient")
+    results = _results_by_id(request, ids) if ids and "{{result:" in turn.model_dump_json() else {}
+    text = _fill(turn.text, results)
+    blocks: list[TextBlock | ToolUseBlock] = []
+    if text:
+        blocks.append(TextBlock(text=text))
+        for chunk in _chunks(text):
+            yield TextDelta(chunk)
+    for k, call in enumerate(turn.tool_calls):
+        wire_id = f"toolu_{index:04d}_{k}"
+        if call.id:
+            ids[call.id] = wire_id
+        blocks.append(ToolUseBlock(id=wire_id, name=call.name, input=_fill_any(call.arguments, results)))
+    usage = Usage(input_tokens=0, output_tokens=max(1, len(text) // 4))
+    stop: StopReason = "tool_use" if turn.tool_calls else "end_turn"
+    yield ModelResponse(Message(role="assistant", content=list(blocks)), stop, usage)
+
+
+def _chunks(text: str, size: int = 48) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def _results_by_id(request: ModelRequest, ids: dict[str, str]) -> dict[str, str]:
+    wanted = {wire: name for name, wire in ids.items()}
+    found: dict[str, str] = {}
+    for message in request.messages:
+        if message.role != "user":
+            continue
+        for block in message.content:
+            if isinstance(block, ToolResultBlock) and block.tool_use_id in wanted:
+                found[wanted[block.tool_use_id]] = block.content[:_MAX_QUOTE]
+    return found
+
+
+def _fill(text: str, results: dict[str, str]) -> str:
+    if not results or "{{" not in text:
+        return text
+    return _PLACEHOLDER.sub(lambda m: results.get(m.group(1), f"(no result for {m.group(1)})"), text)
+
+
+def _fill_any(value: Any, results: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        return _fill(value, results)
+    if isinstance(value, list):
+        return [_fill_any(v, results) for v in value]
+    if isinstance(value, dict):
+        return {k: _fill_any(v, results) for k, v in value.items()}
+    return value
+
+
+def dump_script(script: Script) -> str:
+    """Serialise a script as pretty JSON (the inverse of :meth:`ScriptedModel.from_file`)."""
+    return json.dumps(script.model_dump(exclude_defaults=True), indent=2)

@@ -1,0 +1,160 @@
+"""The runtime: sessions, their runs, and the event log they write to.
+
+Above it are the faces (the CLI today, the MCP face next); below it the agent loop, the hub and the
+store. A session owns its history, its model and its hub (Loom's fs and shell servers rooted at the
+session's directory, plus the configured external servers). A run is one user message answered by
+the loop; its final status is recorded even when it is cancelled or fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+from orchestrator.config import ServerConfig
+from orchestrator.context import system_prompt
+from orchestrator.eventlog import EventLog
+from orchestrator.events import ModelRetry, Notice, RunFinished, RunStarted, ServerFailed, SessionCreated, UserMessage
+from orchestrator.hub import Hub
+from orchestrator.loop import LoopResult, RunContext, run_loop
+from orchestrator.messages import Message, TextBlock
+from orchestrator.models.base import Model, ModelError
+from orchestrator.models.retry import RetryingModel, RetryPolicy
+from orchestrator.store import StoreError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_STEPS = 50
+
+
+def new_id(prefix: str) -> str:
+    """A short random id such as ``r_3f9a1c2b7d4e``."""
+    return f"{prefix}_{uuid.uuid4().hex[:12]}"
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """How a run ended, as a face reports it."""
+
+    run_id: str
+    status: str
+    reason: str
+    final_text: str
+    steps: int
+
+
+class Session:
+    """One conversation: history, model and tools. Runs are serialised."""
+
+    def __init__(self, session_id: str, cwd: Path, model: Model, hub: Hub, log: EventLog) -> None:
+        self.id = session_id
+        self.cwd = cwd
+        self.model = model
+        self.hub = hub
+        self.log = log
+        self.history: list[Message] = []
+        self._lock = anyio.Lock()
+
+    async def run(
+        self, text: str, *, max_steps: int = DEFAULT_MAX_STEPS, retry: RetryPolicy | None = None
+    ) -> RunResult:
+        """Answer one user message; returns when the run has a final status.
+
+        Cancellation (Ctrl-C, a client's cancel) is recorded as a ``cancelled`` run and re-raised.
+
+        Raises:
+            orchestrator.store.StoreError: the event log could not be written; the run is lost.
+        """
+        async with self._lock:
+            run_id = new_id("r")
+            await self.log.append(
+                RunStarted(session_id=self.id, run_id=run_id, model=self.model.name, max_steps=max_steps),
+                UserMessage(session_id=self.id, run_id=run_id, text=text),
+            )
+            self.history.append(Message(role="user", content=[TextBlock(text=text)]))
+            ctx = RunContext(
+                session_id=self.id,
+                run_id=run_id,
+                model=self.model,
+                hub=self.hub,
+                log=self.log,
+                system=system_prompt(self.cwd),
+                history=self.history,
+                max_steps=max_steps,
+            )
+            ctx.model = self._retrying(ctx, retry)
+            try:
+                result = await run_loop(ctx)
+            except anyio.get_cancelled_exc_class():
+                with anyio.CancelScope(shield=True):
+                    await self._finish(ctx, LoopResult("cancelled", "cancelled", "", ctx.step))
+                raise
+            except ModelError as exc:
+                result = LoopResult("failed", f"model error: {exc}", "", ctx.step)
+            except StoreError:
+                raise
+            except Exception as exc:
+                logger.exception("run %s failed", run_id)
+                result = LoopResult("failed", f"internal error: {type(exc).__name__}: {exc}", "", ctx.step)
+            await self._finish(ctx, result)
+            return RunResult(run_id, result.status, result.reason, result.final_text, result.steps)
+
+    def _retrying(self, ctx: RunContext, policy: RetryPolicy | None) -> Model:
+        async def on_retry(attempt: int, delay_s: float, error: ModelError) -> None:
+            await self.log.append(
+                ModelRetry(
+                    session_id=self.id,
+                    run_id=ctx.run_id,
+                    step=ctx.step,
+                    attempt=attempt,
+                    delay_s=round(delay_s, 3),
+                    error=str(error),
+                )
+            )
+
+        return RetryingModel(self.model, policy or RetryPolicy(), on_retry=on_retry)
+
+    async def _finish(self, ctx: RunContext, result: LoopResult) -> None:
+        await self.log.append(
+            RunFinished(
+                session_id=self.id,
+                run_id=ctx.run_id,
+                status=result.status,
+                reason=result.reason,
+                final_text=result.final_text,
+                steps=result.steps,
+            )
+        )
+
+
+class Runtime:
+    """Creates sessions over one event log."""
+
+    def __init__(self, log: EventLog, *, home: Path, servers: Sequence[ServerConfig] = ()) -> None:
+        self.log = log
+        self.home = home
+        self.servers = tuple(servers)
+
+    @contextlib.asynccontextmanager
+    async def open_session(self, cwd: Path, model: Model, *, notice: str = "") -> AsyncIterator[Session]:
+        """Create a session working in ``cwd`` and connect its tools; disconnect them on exit."""
+        from servers import fs, shell
+
+        session_id = new_id("s")
+        await self.log.append(SessionCreated(session_id=session_id, cwd=str(cwd), model=model.name))
+        if notice:
+            await self.log.append(Notice(session_id=session_id, text=notice))
+
+        async def on_failure(server: str, error: str) -> None:
+            await self.log.append(ServerFailed(session_id=session_id, server=server, error=error))
+
+        internal = {"fs": fs.build_server([cwd]), "shell": shell.build_server(cwd)}
+        hub = Hub(internal, self.servers, log_dir=self.home / "logs", on_failure=on_failure)
+        async with hub:
+            yield Session(session_id, cwd, model, hub, self.log)

@@ -1,0 +1,222 @@
+"""The embedded store: SQLite in WAL mode through aiosqlite.
+
+Each ``append`` is one SQL statement in autocommit mode (a multi-row INSERT is atomic on its own),
+so the hot path costs one round trip to the database thread per batch. Events that change the
+session/run index add a short explicit transaction; they happen a few times per run, not per step.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import aiosqlite
+
+from orchestrator.events import EVENT_ADAPTER, Event, RunFinished, RunStarted, SessionCreated
+from orchestrator.store import RunRecord, SessionRecord, StoreError
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY, created REAL NOT NULL, cwd TEXT NOT NULL, model TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY, session_id TEXT NOT NULL, started REAL NOT NULL, finished REAL,
+    status TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '', final_text TEXT NOT NULL DEFAULT '',
+    model TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_by_session ON runs (session_id, started);
+CREATE TABLE IF NOT EXISTS events (
+    session_id TEXT NOT NULL, seq INTEGER NOT NULL, run_id TEXT, type TEXT NOT NULL,
+    ts REAL NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS events_by_run ON events (run_id, seq);
+"""
+
+# SQLite caps host parameters per statement (32766 on modern builds); 6 per row keeps us far below.
+_MAX_ROWS_PER_INSERT = 500
+
+
+class SqliteStore:
+    """:class:`~orchestrator.store.Store` on one SQLite file, for a single writing process."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._conn: aiosqlite.Connection | None = None
+        self._last_seq: dict[str, int] = {}
+
+    async def __aenter__(self) -> Self:
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = await aiosqlite.connect(self._path, isolation_level=None)
+            await self._conn.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL mode never corrupts the database; a power cut may lose the last commits.
+            await self._conn.execute("PRAGMA synchronous=NORMAL")
+            await self._conn.execute("PRAGMA busy_timeout=5000")
+            await self._conn.executescript(_SCHEMA)
+            await self._check_version()
+        except (sqlite3.Error, OSError) as exc:
+            await self.aclose()
+            raise StoreError(f"cannot open the Loom database at {self._path}: {exc}") from exc
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection; safe to call twice."""
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            await conn.close()
+
+    @property
+    def _db(self) -> aiosqlite.Connection:
+        if self._conn is None:
+            raise StoreError("the store is not open")
+        return self._conn
+
+    async def _check_version(self) -> None:
+        async with self._db.execute("SELECT value FROM meta WHERE key='schema_version'") as cur:
+            row = await cur.fetchone()
+        if row is None:
+            await self._db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        elif int(row[0]) > SCHEMA_VERSION:
+            raise StoreError(
+                f"the database was written by a newer Loom (schema {row[0]} > {SCHEMA_VERSION}); upgrade Loom"
+            )
+
+    async def _next_seq(self, session_id: str) -> int:
+        last = self._last_seq.get(session_id)
+        if last is None:
+            async with self._db.execute("SELECT MAX(seq) FROM events WHERE session_id=?", (session_id,)) as cur:
+                row = await cur.fetchone()
+            last = int(row[0]) if row is not None and row[0] is not None else 0
+        return last + 1
+
+    async def append(self, events: Sequence[Event]) -> None:
+        """See :meth:`orchestrator.store.Store.append`."""
+        if not events:
+            return
+        planned: dict[str, int] = {}
+        rows: list[tuple[Any, ...]] = []
+        for event in events:
+            if event.type == "text_delta":
+                raise ValueError("live-only events are not stored")
+            sid = event.session_id
+            seq = planned.get(sid) or await self._next_seq(sid)
+            planned[sid] = seq + 1
+            event.seq = seq
+            rows.append((sid, seq, getattr(event, "run_id", None), event.type, event.ts, event.model_dump_json()))
+        indexed = [e for e in events if isinstance(e, SessionCreated | RunStarted | RunFinished)]
+        try:
+            if indexed or len(rows) > _MAX_ROWS_PER_INSERT:
+                await self._append_in_transaction(rows, indexed)
+            else:
+                await self._insert_rows(rows)
+        except sqlite3.Error as exc:
+            for event in events:
+                event.seq = None
+            raise StoreError(f"could not write to the Loom database at {self._path}: {exc}") from exc
+        for sid, nxt in planned.items():
+            self._last_seq[sid] = nxt - 1
+
+    async def _insert_rows(self, rows: list[tuple[Any, ...]]) -> None:
+        for start in range(0, len(rows), _MAX_ROWS_PER_INSERT):
+            chunk = rows[start : start + _MAX_ROWS_PER_INSERT]
+            values = ",".join(["(?,?,?,?,?,?)"] * len(chunk))
+            await self._db.execute(f"INSERT INTO events VALUES {values}", [v for row in chunk for v in row])
+
+    async def _append_in_transaction(
+        self, rows: list[tuple[Any, ...]], indexed: Sequence[SessionCreated | RunStarted | RunFinished]
+    ) -> None:
+        db = self._db
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            await self._insert_rows(rows)
+            for event in indexed:
+                if isinstance(event, SessionCreated):
+                    await db.execute(
+                        "INSERT INTO sessions VALUES (?,?,?,?)", (event.session_id, event.ts, event.cwd, event.model)
+                    )
+                elif isinstance(event, RunStarted):
+                    await db.execute(
+                        "INSERT INTO runs (id, session_id, started, status, model) VALUES (?,?,?,?,?)",
+                        (event.run_id, event.session_id, event.ts, "running", event.model),
+                    )
+                elif isinstance(event, RunFinished):
+                    await db.execute(
+                        "UPDATE runs SET finished=?, status=?, reason=?, final_text=? WHERE id=?",
+                        (event.ts, event.status, event.reason, event.final_text, event.run_id),
+                    )
+            await db.execute("COMMIT")
+        except BaseException:
+            await db.execute("ROLLBACK")
+            raise
+
+    async def read_events(
+        self, session_id: str, *, after_seq: int = 0, run_id: str | None = None, limit: int | None = None
+    ) -> list[Event]:
+        """See :meth:`orchestrator.store.Store.read_events`."""
+        sql = "SELECT body FROM events WHERE session_id=? AND seq>?"
+        params: list[Any] = [session_id, after_seq]
+        if run_id is not None:
+            sql += " AND run_id=?"
+            params.append(run_id)
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        async with self._db.execute(sql, params) as cur:
+            rows = await cur.fetchall()
+        return [EVENT_ADAPTER.validate_json(row[0]) for row in rows]
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        """See :meth:`orchestrator.store.Store.get_session`."""
+        sql = "SELECT id, created, cwd, model, (SELECT COALESCE(MAX(seq),0) FROM events WHERE session_id=s.id) "
+        async with self._db.execute(sql + "FROM sessions s WHERE id=?", (session_id,)) as cur:
+            row = await cur.fetchone()
+        if row is None:
+            return None
+        return SessionRecord(id=row[0], created=row[1], cwd=row[2], model=row[3], last_seq=row[4])
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """See :meth:`orchestrator.store.Store.get_run`."""
+        runs = await self._select_runs("WHERE id=?", (run_id,))
+        return runs[0] if runs else None
+
+    async def list_runs(self, session_id: str | None = None, limit: int = 50) -> list[RunRecord]:
+        """See :meth:`orchestrator.store.Store.list_runs`."""
+        if session_id is None:
+            return await self._select_runs("ORDER BY started DESC LIMIT ?", (limit,))
+        return await self._select_runs("WHERE session_id=? ORDER BY started DESC LIMIT ?", (session_id, limit))
+
+    async def find_run(self, prefix: str) -> RunRecord | None:
+        """The run whose id starts with ``prefix``, if exactly one does (for CLI convenience)."""
+        runs = await self._select_runs("WHERE id LIKE ? LIMIT 2", (prefix.replace("%", "") + "%",))
+        return runs[0] if len(runs) == 1 else None
+
+    async def _select_runs(self, clause: str, params: tuple[Any, ...]) -> list[RunRecord]:
+        sql = "SELECT id, session_id, started, finished, status, reason, final_text, model FROM runs " + clause
+        async with self._db.execute(sql, params) as cur:
+            rows = await cur.fetchall()
+        return [
+            RunRecord(
+                id=r[0],
+                session_id=r[1],
+                started=r[2],
+                finished=r[3],
+                status=r[4],
+                reason=r[5],
+                final_text=r[6],
+                model=r[7],
+            )
+            for r in rows
+        ]

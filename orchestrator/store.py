@@ -1,0 +1,75 @@
+"""The durable store's interface: the only way the orchestrator persists anything.
+
+It is deliberately narrow (append and read events, plus the run/session index derived from them) so
+that a later version can move it behind Loom's checkpoint MCP server without touching the loop.
+:mod:`orchestrator.sqlite_store` is the embedded implementation; nothing else imports SQLite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from pydantic import BaseModel
+
+from orchestrator.events import Event, RunStatus
+
+
+class SessionRecord(BaseModel):
+    """A session as the store indexes it."""
+
+    id: str
+    created: float
+    cwd: str
+    model: str
+    last_seq: int
+
+
+class RunRecord(BaseModel):
+    """A run as the store indexes it."""
+
+    id: str
+    session_id: str
+    started: float
+    finished: float | None
+    status: RunStatus
+    reason: str
+    final_text: str
+    model: str
+
+
+class StoreError(Exception):
+    """The store could not read or write; the message says what to do about it."""
+
+
+class Store(Protocol):
+    """Durable, append-only event log with a small index of sessions and runs."""
+
+    async def append(self, events: Sequence[Event]) -> None:
+        """Number the events (set ``seq``) and persist them atomically, in one transaction.
+
+        Live-only events must not be passed. Session and run records are kept in step with
+        ``session_created``, ``run_started`` and ``run_finished`` events.
+
+        Raises:
+            StoreError: nothing of this batch was stored.
+        """
+        ...
+
+    async def read_events(
+        self, session_id: str, *, after_seq: int = 0, run_id: str | None = None, limit: int | None = None
+    ) -> list[Event]:
+        """Events of a session with ``seq > after_seq`` in order, optionally only one run's."""
+        ...
+
+    async def get_session(self, session_id: str) -> SessionRecord | None:
+        """One session, or None."""
+        ...
+
+    async def get_run(self, run_id: str) -> RunRecord | None:
+        """One run, or None."""
+        ...
+
+    async def list_runs(self, session_id: str | None = None, limit: int = 50) -> list[RunRecord]:
+        """The most recent runs first."""
+        ...
