@@ -82,7 +82,7 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
 
 
 class _Walker:
-    """A depth-first, name-ordered walk that does not follow symlinks, prunes `SKIP_DIRS` and has a budget."""
+    """A depth-first walk in path order that does not follow symlinks, prunes `SKIP_DIRS` and has a budget."""
 
     def __init__(self, limit: int = SCAN_LIMIT) -> None:
         self.limit = limit
@@ -90,29 +90,33 @@ class _Walker:
         self.exhausted = False
 
     def walk(self, base: Path) -> Iterator[tuple[str, os.DirEntry[str]]]:
-        """Yield ``(path relative to base, entry)`` for everything below base."""
-        stack: list[tuple[str, str]] = [(str(base), "")]
-        while stack:
-            directory, prefix = stack.pop()
-            try:
-                with os.scandir(directory) as scan:
-                    entries = sorted(scan, key=lambda entry: entry.name)
-            except OSError:
-                # An unreadable directory should not fail the whole search.
+        """Yield ``(path relative to base, entry)`` for everything below base, in path order."""
+        pending: list[tuple[Iterator[os.DirEntry[str]], str]] = [(self._scan(str(base)), "")]
+        while pending:
+            entries, prefix = pending[-1]
+            entry = next(entries, None)
+            if entry is None:
+                pending.pop()
                 continue
-            below: list[tuple[str, str]] = []
-            for entry in entries:
-                if entry.name in SKIP_DIRS and entry.is_dir(follow_symlinks=False):
-                    continue
-                if self.scanned >= self.limit:
-                    self.exhausted = True
-                    return
-                self.scanned += 1
-                relative = prefix + entry.name
-                yield relative, entry
-                if entry.is_dir(follow_symlinks=False):
-                    below.append((entry.path, relative + "/"))
-            stack.extend(reversed(below))
+            if entry.name in SKIP_DIRS and entry.is_dir(follow_symlinks=False):
+                continue
+            if self.scanned >= self.limit:
+                self.exhausted = True
+                return
+            self.scanned += 1
+            relative = prefix + entry.name
+            yield relative, entry
+            if entry.is_dir(follow_symlinks=False):
+                pending.append((self._scan(entry.path), relative + "/"))
+
+    @staticmethod
+    def _scan(directory: str) -> Iterator[os.DirEntry[str]]:
+        try:
+            with os.scandir(directory) as scan:
+                return iter(sorted(scan, key=lambda entry: entry.name))
+        except OSError:
+            # An unreadable directory should not fail the whole search.
+            return iter(())
 
 
 class SearchTools:
