@@ -1,0 +1,335 @@
+"""OpenAI-compatible Chat Completions provider (OpenAI, DeepSeek, vLLM, Ollama, llama.cpp...).
+
+Plain ``httpx`` against ``POST {base_url}/chat/completions`` with ``stream: true``; no SDK, so any
+server that speaks the format works. Tool-call arguments that are not a JSON object are a permanent
+:class:`ModelError` naming the tool: the reply is unusable, and retrying a deterministic local
+model would only burn calls on the same output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import httpx
+
+from orchestrator.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
+from orchestrator.models.base import ModelError, ModelEvent, ModelRequest, ModelResponse, StopReason, TextDelta
+from orchestrator.models.retry import RetryAfterError, parse_retry_after
+
+__all__ = ["DEFAULT_BASE_URL", "OpenAICompatModel", "to_wire_messages"]
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+_FINISH_REASONS: dict[str, StopReason] = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
+
+
+class OpenAICompatModel:
+    """A model behind an OpenAI-compatible ``/chat/completions`` endpoint.
+
+    ``api_key`` and ``base_url`` fall back to ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` (default
+    ``https://api.openai.com/v1``). Without a key no ``Authorization`` header is sent, as local
+    servers such as Ollama expect.
+    """
+
+    def __init__(
+        self, model: str, *, api_key: str | None = None, base_url: str | None = None, timeout_s: float = 600
+    ) -> None:
+        """Configure the endpoint; no request is made until :meth:`stream`.
+
+        Args:
+            model: the model id the server knows, e.g. ``gpt-4o`` or ``qwen2.5-coder:7b``.
+            api_key: overrides ``OPENAI_API_KEY``.
+            base_url: overrides ``OPENAI_BASE_URL``; the URL that ``/chat/completions`` is appended to.
+            timeout_s: limit for connecting, and for each read while streaming.
+        """
+        self._model = model
+        self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY") or None
+        self._base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        self._timeout = httpx.Timeout(timeout_s, connect=min(timeout_s, 10.0))
+        # No keep-alive: each call opens its own connection, so a model object never holds sockets
+        # that someone must remember to close, and works across event loops. Creating the client
+        # (and its TLS context) once keeps that work off the per-call path.
+        self._client = httpx.AsyncClient(
+            timeout=self._timeout, limits=httpx.Limits(max_connections=100, max_keepalive_connections=0)
+        )
+
+    @property
+    def name(self) -> str:
+        """``openai:<model>``."""
+        return f"openai:{self._model}"
+
+    async def aclose(self) -> None:
+        """Release the HTTP client. Optional: no connection outlives a call."""
+        await self._client.aclose()
+
+    def _body(self, request: ModelRequest) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self._model,
+            "messages": to_wire_messages(request.system, request.messages),
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        # OpenAI's newer models reject ``max_tokens``; most other servers only know ``max_tokens``.
+        if self._base_url == DEFAULT_BASE_URL:
+            body["max_completion_tokens"] = request.max_tokens
+        else:
+            body["max_tokens"] = request.max_tokens
+        if request.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
+                }
+                for t in request.tools
+            ]
+        return body
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        """Stream one call: text deltas as they arrive, then the assembled response.
+
+        Raises:
+            ModelError: HTTP errors with the server's message (408/409/429/5xx transient, other 4xx
+                permanent), transport failures and timeouts (transient), in-stream errors
+                (transient), malformed tool-call arguments (permanent).
+        """
+        headers = {"Accept": "text/event-stream"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        url = f"{self._base_url}/chat/completions"
+        assembler = _Assembler()
+        try:
+            async with self._client.stream("POST", url, json=self._body(request), headers=headers) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise _status_error(response)
+                async for line in response.aiter_lines():
+                    delta = assembler.feed_line(line)
+                    if delta:
+                        yield TextDelta(delta)
+                    if assembler.done:
+                        break
+        except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+            raise ModelError(f"openai: bad base URL {_redacted(self._base_url)}: {exc}", transient=False) from exc
+        except httpx.TimeoutException as exc:
+            raise ModelError(f"openai: request to {_redacted(url)} timed out", transient=True) from exc
+        except httpx.TransportError as exc:
+            detail = str(exc) or type(exc).__name__
+            raise ModelError(f"openai: connection to {_redacted(url)} failed: {detail}", transient=True) from exc
+        except ModelError as exc:
+            if self._api_key and self._api_key in str(exc):
+                # Some servers echo the key in their error text; it must not reach logs or the UI.
+                raise _scrubbed(exc, self._api_key) from exc.__cause__
+            raise
+        yield assembler.response()
+
+
+def to_wire_messages(system: str, messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Translate our history to Chat Completions ``messages``.
+
+    Each tool result becomes its own ``tool`` message, placed before any user text of the same turn
+    because they must directly follow the assistant message that made the calls.
+    """
+    wire: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    for message in messages:
+        text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
+        if message.role == "assistant":
+            calls = [
+                {
+                    "id": b.id,
+                    "type": "function",
+                    "function": {"name": b.name, "arguments": json.dumps(b.input)},
+                }
+                for b in message.content
+                if isinstance(b, ToolUseBlock)
+            ]
+            entry: dict[str, Any] = {"role": "assistant", "content": text or (None if calls else "")}
+            if calls:
+                entry["tool_calls"] = calls
+            wire.append(entry)
+            continue
+        for block in message.content:
+            if isinstance(block, ToolResultBlock):
+                # The format has no error flag; without the prefix the model would take a failure as output.
+                content = f"ERROR: {block.content}" if block.is_error else block.content
+                wire.append({"role": "tool", "tool_call_id": block.tool_use_id, "content": content})
+        if text:
+            wire.append({"role": "user", "content": text})
+    return wire
+
+
+class _Assembler:
+    """Builds the final response from SSE lines of ``chat.completion.chunk`` objects."""
+
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._calls: dict[int, _PendingCall] = {}
+        self._finish_reason: str | None = None
+        self._usage = Usage()
+        self._refused = False
+        self.done = False
+
+    def feed_line(self, line: str) -> str:
+        """Take one SSE line; return the text it adds, or ``""``."""
+        if not line.startswith("data:"):
+            # Blank separators, ``event:``/``id:`` fields and ``:`` keep-alive comments.
+            return ""
+        data = line[5:].strip()
+        if data == "[DONE]":
+            self.done = True
+            return ""
+        if not data:
+            return ""
+        try:
+            chunk = json.loads(data)
+        except ValueError as exc:
+            raise ModelError(f"openai: unparseable stream chunk: {data[:200]!r}", transient=True) from exc
+        if not isinstance(chunk, dict):
+            return ""
+        if chunk.get("error"):
+            label, message = _error_fields(chunk)
+            raise ModelError(f"openai: stream error {label}: {message}", transient=True)
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self._usage = Usage(
+                input_tokens=int(usage.get("prompt_tokens") or 0),
+                output_tokens=int(usage.get("completion_tokens") or 0),
+            )
+        text = ""
+        for choice in chunk.get("choices") or []:
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            if isinstance(delta.get("content"), str):
+                text += delta["content"]
+            if isinstance(delta.get("refusal"), str) and delta["refusal"]:
+                # OpenAI streams a refusal in its own field; to the user it is the answer text.
+                self._refused = True
+                text += delta["refusal"]
+            for call in delta.get("tool_calls") or []:
+                self._feed_call(call)
+            if choice.get("finish_reason"):
+                self._finish_reason = choice["finish_reason"]
+        self._text.append(text)
+        return text
+
+    def _feed_call(self, call: dict[str, Any]) -> None:
+        index = call.get("index")
+        if not isinstance(index, int):
+            # Some servers omit the index: a new id starts a call, anything else continues the last.
+            call_id = call.get("id")
+            same = [i for i, c in self._calls.items() if call_id and c.id == call_id]
+            if same:
+                index = same[0]
+            elif call_id or not self._calls:
+                index = max(self._calls, default=-1) + 1
+            else:
+                index = max(self._calls)
+        pending = self._calls.setdefault(index, _PendingCall())
+        if call.get("id"):
+            pending.id = call["id"]
+        function = call.get("function") or {}
+        if function.get("name"):
+            pending.name = function["name"]
+        if isinstance(function.get("arguments"), str):
+            pending.arguments.append(function["arguments"])
+
+    def response(self) -> ModelResponse:
+        if self._finish_reason is None:
+            # A cut connection ends the body early; the message is partial.
+            raise ModelError("openai: stream ended before a finish_reason", transient=True)
+        content: list[TextBlock | ToolUseBlock] = []
+        text = "".join(self._text)
+        if text:
+            content.append(TextBlock(text=text))
+        content.extend(self._calls[i].finish() for i in sorted(self._calls))
+        stop_reason = "refusal" if self._refused else _FINISH_REASONS.get(self._finish_reason, "other")
+        if content and isinstance(content[-1], ToolUseBlock) and stop_reason == "end_turn":
+            # Some servers (older Ollama among them) report "stop" even when they made tool calls.
+            stop_reason = "tool_use"
+        return ModelResponse(
+            message=Message(role="assistant", content=list(content)), stop_reason=stop_reason, usage=self._usage
+        )
+
+
+class _PendingCall:
+    def __init__(self) -> None:
+        self.id = ""
+        self.name = ""
+        self.arguments: list[str] = []
+
+    def finish(self) -> ToolUseBlock:
+        # Tool results are matched to calls by id, so a call without one gets one.
+        call_id = self.id or f"call_{uuid.uuid4().hex[:24]}"
+        raw = "".join(self.arguments)
+        if not self.name:
+            raise ModelError(f"openai: tool call {call_id} has no function name", transient=False)
+        if not raw.strip():
+            return ToolUseBlock(id=call_id, name=self.name, input={})
+        try:
+            value = json.loads(raw)
+        except ValueError as exc:
+            raise ModelError(
+                f"openai: tool call {self.name!r} ({call_id}) has invalid JSON arguments: {exc}: {raw[:200]!r}",
+                transient=False,
+            ) from exc
+        if value is None:
+            value = {}
+        if not isinstance(value, dict):
+            raise ModelError(
+                f"openai: tool call {self.name!r} ({call_id}) arguments are not a JSON object: {raw[:200]!r}",
+                transient=False,
+            )
+        return ToolUseBlock(id=call_id, name=self.name, input=value)
+
+
+def _error_fields(body: object) -> tuple[str, str]:
+    """``(label, message)`` from an error body: OpenAI's shape and the common variants."""
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, str):
+            return "error", error
+        if isinstance(error, dict):
+            label = error.get("code") or error.get("type") or "error"
+            message = error.get("message") or error.get("detail") or json.dumps(error)
+            return str(label), str(message)
+    return "error", json.dumps(body)
+
+
+def _redacted(url: str) -> str:
+    """``url`` without user info or query, where credentials could hide, for error messages."""
+    try:
+        return str(httpx.URL(url).copy_with(username=None, password=None, query=None))
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return "<unparseable URL>"
+
+
+def _scrubbed(error: ModelError, secret: str) -> ModelError:
+    text = str(error).replace(secret, "***")
+    if isinstance(error, RetryAfterError):
+        return RetryAfterError(text, retry_after_s=error.retry_after_s, status=error.status)
+    return ModelError(text, transient=error.transient, status=error.status)
+
+
+def _status_error(response: httpx.Response) -> ModelError:
+    status = response.status_code
+    try:
+        label, message = _error_fields(response.json())
+    except ValueError:
+        label, message = "error", " ".join(response.text.split())[:300] or response.reason_phrase
+    text = f"openai: {status} {label}: {message}"
+    if not (status in (408, 409, 429) or status >= 500):
+        return ModelError(text, transient=False, status=status)
+    retry_after = parse_retry_after(response.headers.get("retry-after"))
+    if retry_after is not None:
+        return RetryAfterError(text, retry_after_s=retry_after, status=status)
+    return ModelError(text, transient=True, status=status)
