@@ -25,9 +25,13 @@ import anyio.to_thread
 
 from servers.shell._capture import HeadTailBuffer
 
-__all__ = ["Completed", "group_alive", "run_in_process_group", "terminate_group"]
+__all__ = ["Completed", "StartError", "group_alive", "run_in_process_group", "terminate_group"]
 
 _POLL_S = 0.05
+
+
+class StartError(Exception):
+    """The command's process could not be started (nothing ran)."""
 
 
 @dataclass(frozen=True)
@@ -71,19 +75,22 @@ async def run_in_process_group(
         The outcome; a timeout is reported in it rather than raised.
 
     Raises:
-        OSError: If the process cannot be started.
+        StartError: If the process cannot be started.
     """
     stdout = HeadTailBuffer(max_output_bytes)
     stderr = HeadTailBuffer(max_output_bytes)
     started = time.monotonic()
-    process = await anyio.open_process(
-        list(argv),
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    try:
+        process = await anyio.open_process(
+            list(argv),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise StartError(f"could not start {argv[0]}: {exc.strerror or exc}") from exc
     timed_out = False
     background_killed = False
     try:

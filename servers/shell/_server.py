@@ -18,7 +18,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from servers.shell._process import Completed, run_in_process_group
+from servers.shell._process import Completed, StartError, run_in_process_group
 
 __all__ = ["MAX_TIMEOUT_S", "RunResult", "ShellTools", "build_server", "main"]
 
@@ -110,8 +110,8 @@ class ShellTools:
                 term_grace_s=self._term_grace_s,
                 pipe_grace_s=_PIPE_GRACE_S,
             )
-        except OSError as exc:
-            raise ToolError(f"could not start {self._shell}: {exc.strerror or exc}") from exc
+        except StartError as exc:
+            raise ToolError(str(exc)) from exc
         result = RunResult(
             exit_code=done.exit_code,
             stdout=done.stdout.text(),
