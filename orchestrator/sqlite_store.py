@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import Any, Self
 
 import aiosqlite
+import anyio
 
 from orchestrator.events import EVENT_ADAPTER, Event, RunFinished, RunStarted, SessionCreated
 from orchestrator.store import RunRecord, SessionRecord, StoreError
@@ -64,6 +65,10 @@ class SqliteStore:
         except (sqlite3.Error, OSError) as exc:
             await self.aclose()
             raise StoreError(f"cannot open the Loom database at {self._path}: {exc}") from exc
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await self.aclose()
+            raise
         return self
 
     async def __aexit__(

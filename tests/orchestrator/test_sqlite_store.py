@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from pathlib import Path
+
+import anyio
+import pytest
+
+from orchestrator.eventlog import EventLog
+from orchestrator.events import Notice, RunFinished, RunStarted, SessionCreated, TextDelta, UserMessage
+from orchestrator.sqlite_store import SCHEMA_VERSION, SqliteStore
+from orchestrator.store import StoreError
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_events_are_numbered_per_session_and_read_back_in_order(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "loom.db") as store:
+        a = [SessionCreated(session_id="a", cwd="/x", model="m"), Notice(session_id="a", text="one")]
+        b = [SessionCreated(session_id="b", cwd="/y", model="m")]
+        await store.append(a)
+        await store.append(b)
+        await store.append([Notice(session_id="a", text="two")])
+        assert [e.seq for e in a] == [1, 2] and b[0].seq == 1
+        events = await store.read_events("a")
+        assert [(e.seq, e.type) for e in events] == [(1, "session_created"), (2, "notice"), (3, "notice")]
+        assert [e.seq for e in await store.read_events("a", after_seq=2)] == [3]
+    # numbering continues after a reopen
+    async with SqliteStore(tmp_path / "loom.db") as store:
+        await store.append([Notice(session_id="a", text="three")])
+        assert [e.seq for e in await store.read_events("a")] == [1, 2, 3, 4]
+
+
+async def test_run_index_follows_run_events(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "loom.db") as store:
+        await store.append(
+            [
+                SessionCreated(session_id="s", cwd="/x", model="m"),
+                RunStarted(session_id="s", run_id="r_1", model="m", max_steps=5),
+                UserMessage(session_id="s", run_id="r_1", text="hi"),
+            ]
+        )
+        run = await store.get_run("r_1")
+        assert run is not None and run.status == "running"
+        await store.append(
+            [RunFinished(session_id="s", run_id="r_1", status="completed", reason="end_turn", final_text="ok", steps=1)]
+        )
+        run = await store.get_run("r_1")
+        assert run is not None and (run.status, run.final_text) == ("completed", "ok")
+        assert [e.type for e in await store.read_events("s", run_id="r_1")] == [
+            "run_started",
+            "user_message",
+            "run_finished",
+        ]
+        assert (await store.find_run("r_")) is not None
+        session = await store.get_session("s")
+        assert session is not None and session.last_seq == 4
+
+
+async def test_live_only_events_are_refused(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "loom.db") as store:
+        with pytest.raises(ValueError):
+            await store.append([TextDelta(session_id="s", run_id="r", step=1, text="x")])
+
+
+async def test_database_uses_wal(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "loom.db"):
+        pass
+    with contextlib.closing(sqlite3.connect(tmp_path / "loom.db")) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+async def test_newer_schema_is_refused_with_advice(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "loom.db"):
+        pass
+    conn = sqlite3.connect(tmp_path / "loom.db")
+    conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION + 1),))
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="newer Loom"):
+        async with SqliteStore(tmp_path / "loom.db"):
+            pass
+
+
+async def test_unwritable_location_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(StoreError, match="cannot open the Loom database"):
+        async with SqliteStore(blocker / "loom.db"):
+            pass
+
+
+async def test_failed_write_keeps_what_was_stored(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "loom.db") as store:
+        await store.append([SessionCreated(session_id="s", cwd="/x", model="m")])
+        dup = RunStarted(session_id="s", run_id="r", model="m", max_steps=1)
+        await store.append([dup])
+        with pytest.raises(StoreError):  # the same run id twice violates the runs primary key
+            await store.append(
+                [Notice(session_id="s", text="lost"), RunStarted(session_id="s", run_id="r", model="m", max_steps=1)]
+            )
+        assert [e.type for e in await store.read_events("s")] == ["session_created", "run_started"]
+        await store.append([Notice(session_id="s", text="next")])
+        assert [e.seq for e in await store.read_events("s")] == [1, 2, 3]
+
+
+async def test_subscribers_get_stored_events_in_seq_order_and_live_deltas(tmp_path: Path) -> None:
+    async with SqliteStore(tmp_path / "loom.db") as store:
+        log = EventLog(store)
+        async with log.subscribe() as received:
+
+            async def writer(n: int) -> None:
+                for i in range(20):
+                    await log.append(Notice(session_id="s", text=f"{n}-{i}"))
+
+            async with anyio.create_task_group() as tg:
+                for n in range(3):
+                    tg.start_soon(writer, n)
+            log.publish_live(TextDelta(session_id="s", run_id="r", step=1, text="x"))
+            log.close_subscribers()
+            got = [e async for e in received]
+    seqs = [e.seq for e in got if e.seq is not None]
+    assert seqs == list(range(1, 61))
+    assert got[-1].type == "text_delta" and got[-1].seq is None
