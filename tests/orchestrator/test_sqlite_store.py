@@ -8,7 +8,7 @@ import anyio
 import pytest
 
 from orchestrator.eventlog import EventLog
-from orchestrator.events import Notice, RunFinished, RunStarted, SessionCreated, TextDelta, UserMessage
+from orchestrator.events import Event, Notice, RunFinished, RunStarted, SessionCreated, TextDelta, UserMessage
 from orchestrator.sqlite_store import SCHEMA_VERSION, SqliteStore
 from orchestrator.store import StoreError
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.anyio
 
 async def test_events_are_numbered_per_session_and_read_back_in_order(tmp_path: Path) -> None:
     async with SqliteStore(tmp_path / "loom.db") as store:
-        a = [SessionCreated(session_id="a", cwd="/x", model="m"), Notice(session_id="a", text="one")]
+        a: list[Event] = [SessionCreated(session_id="a", cwd="/x", model="m"), Notice(session_id="a", text="one")]
         b = [SessionCreated(session_id="b", cwd="/y", model="m")]
         await store.append(a)
         await store.append(b)
