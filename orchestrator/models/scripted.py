@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +84,7 @@ class ScriptedModel:
         return cls(script, label=str(path))
 
     @classmethod
-    def from_turns(cls, turns: list[dict[str, Any]] | list[ScriptedTurn], notice: str = "") -> ScriptedModel:
+    def from_turns(cls, turns: Sequence[Mapping[str, Any] | ScriptedTurn], notice: str = "") -> ScriptedModel:
         """Build a model from turns given inline (tests)."""
         return cls(Script(notice=notice, turns=[ScriptedTurn.model_validate(t) for t in turns]), label="inline")
 
