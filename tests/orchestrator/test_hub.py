@@ -115,3 +115,29 @@ async def test_server_dying_mid_call_becomes_an_error_result_then_restarts(tmp_p
                 await anyio.sleep(0.3)
     assert again.content == "touched after-restart"
     assert count.read_text().splitlines() == ["after-restart"]
+
+
+async def test_external_streamable_http_server_from_config(tmp_path: Path) -> None:
+    from tests.orchestrator.models.live_server import serve
+
+    calls: list[int] = []
+    app = inline_server(calls).streamable_http_app()
+    with serve(app, lifespan=True) as origin:
+        cfg = ServerConfig(
+            name="remote", transport="http", url=f"{origin}/mcp", startup_timeout_s=10, call_timeout_s=10
+        )
+        async with Hub({}, [cfg]) as hub:
+            assert [t.name for t in hub.tools] == ["remote__add"]
+            outcome = await hub.call("remote__add", {"a": 20, "b": 22})
+    assert (outcome.is_error, outcome.content) == (False, "42")
+    assert calls == [42]
+
+
+async def test_unreachable_http_server_fails_softly(tmp_path: Path) -> None:
+    from tests.orchestrator.models.live_server import closed_port_url
+
+    cfg = ServerConfig(name="gone", transport="http", url=f"{closed_port_url()}/mcp", startup_timeout_s=5)
+    async with Hub({}, [cfg]) as hub:
+        assert "gone" in hub.failures
+        outcome = await hub.call("gone__add", {"a": 1, "b": 1})
+    assert outcome.failure == "server_unavailable"

@@ -18,8 +18,11 @@ from starlette.types import ASGIApp
 
 
 @contextmanager
-def serve(app: ASGIApp, *, startup_timeout_s: float = 10.0) -> Iterator[str]:
-    """Serve ``app`` until the block exits; yields its origin, e.g. ``http://127.0.0.1:54321``."""
+def serve(app: ASGIApp, *, startup_timeout_s: float = 10.0, lifespan: bool = False) -> Iterator[str]:
+    """Serve ``app`` until the block exits; yields its origin, e.g. ``http://127.0.0.1:54321``.
+
+    ``lifespan=True`` runs the app's lifespan (an MCP streamable-HTTP app needs it for its session manager).
+    """
     # Binding the socket ourselves gives the port before the server starts, with no race.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -27,7 +30,7 @@ def serve(app: ASGIApp, *, startup_timeout_s: float = 10.0) -> Iterator[str]:
     port: int = sock.getsockname()[1]
     config = uvicorn.Config(
         app,
-        lifespan="off",
+        lifespan="on" if lifespan else "off",
         access_log=False,
         log_config=None,  # leave the test process's logging configuration alone
         log_level="warning",
