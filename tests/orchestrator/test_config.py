@@ -1,0 +1,81 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from orchestrator.config import ConfigError, load_config, load_config_file
+
+
+def write(path: Path, data: object) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data) if not isinstance(data, str) else data)
+    return path
+
+
+def test_standard_mcp_servers_format_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOOM_TEST_TOKEN", "s3cret")
+    cfg = load_config_file(
+        write(
+            tmp_path / "c.json",
+            {
+                "model": "openai:deepseek-chat",
+                "mcpServers": {
+                    "gh": {"command": "npx", "args": ["-y", "server"], "env": {"TOKEN": "${LOOM_TEST_TOKEN}"}},
+                    "docs": {
+                        "url": "http://127.0.0.1:9/mcp",
+                        "headers": {"X": "${MISSING_VAR:-fallback}"},
+                        "timeout": 5,
+                    },
+                },
+            },
+        )
+    )
+    gh, docs = cfg.servers
+    assert cfg.model == "openai:deepseek-chat"
+    assert (gh.transport, gh.command, gh.args, gh.env) == ("stdio", "npx", ("-y", "server"), {"TOKEN": "s3cret"})
+    assert (docs.transport, docs.url, docs.headers, docs.call_timeout_s) == (
+        "http",
+        "http://127.0.0.1:9/mcp",
+        {"X": "fallback"},
+        5.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{\n  "mcpServers": {\n    "x": {"command": "a",}\n  }\n}', r"c\.json:3:\d+: invalid JSON"),
+        ("[]", "top level must be a JSON object"),
+        ({"mcpServers": []}, "'mcpServers' must be an object"),
+        ({"mcpServers": {"x": {}}}, r"mcpServers\.x needs 'command'"),
+        ({"mcpServers": {"x": {"command": ""}}}, r"mcpServers\.x\.command must be a non-empty string"),
+        ({"mcpServers": {"x": {"command": "a", "args": "b"}}}, r"mcpServers\.x\.args must be a list of strings"),
+        ({"mcpServers": {"x": {"url": "ftp://h"}}}, r"mcpServers\.x\.url must be an http"),
+        ({"mcpServers": {"x": {"command": "a", "env": {"K": "${LOOM_SURELY_UNSET}"}}}}, "LOOM_SURELY_UNSET"),
+        ({"mcpServers": {"x": {"command": "a", "timeout": -1}}}, "positive number of seconds"),
+        ({"model": 3}, "'model' must be a string"),
+    ],
+)
+def test_bad_config_names_the_file_and_the_problem(tmp_path: Path, content: object, message: str) -> None:
+    path = write(tmp_path / "c.json", content)
+    with pytest.raises(ConfigError, match=message) as info:
+        load_config_file(path)
+    assert str(path) in str(info.value)
+
+
+def test_layers_merge_with_later_files_winning(tmp_path: Path) -> None:
+    home, project = tmp_path / "home", tmp_path / "proj"
+    write(home / "config.json", {"model": "scripted:a.json", "mcpServers": {"x": {"command": "home"}}})
+    write(project / ".loom" / "config.json", {"mcpServers": {"x": {"command": "project"}, "y": {"command": "y"}}})
+    extra = write(tmp_path / "extra.json", {"model": "scripted:b.json"})
+    cfg = load_config(home, project, extra)
+    assert cfg.model == "scripted:b.json"
+    assert {s.name: s.command for s in cfg.servers} == {"x": "project", "y": "y"}
+
+
+def test_missing_extra_file_is_an_error_but_missing_defaults_are_not(tmp_path: Path) -> None:
+    assert load_config(tmp_path / "nohome", tmp_path).servers == ()
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_config(tmp_path, tmp_path, tmp_path / "absent.json")
