@@ -1,8 +1,9 @@
 """The fs tools that work on one file or directory: read, write, edit and list.
 
 The methods are registered as tools as they stand, so their docstrings are the tool descriptions the model reads
-and their ``Annotated`` parameters become the input schema. They are synchronous: MCPServer runs sync tools in a
-worker thread, which keeps the blocking file I/O off the event loop.
+and their ``Annotated`` parameters become the input schema. Each returns its result model as structured content
+and a readable rendering of it (see `servers.fs._text`) as text. They are synchronous: MCPServer runs sync tools
+in a worker thread, which keeps the blocking file I/O off the event loop.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from pathlib import Path
 from typing import Annotated, BinaryIO
 
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult
 from pydantic import Field
 
 from servers.fs._models import EditResult, Entry, ListResult, ReadResult, WriteResult
 from servers.fs._paths import Roots, shorten
+from servers.fs._text import render_edit, render_list, render_read, render_write, to_call_result
 
 __all__ = ["BINARY_SNIFF_BYTES", "LIST_CAP", "READ_CAP_BYTES", "FileTools", "looks_binary", "oserror_message"]
 
@@ -75,12 +78,13 @@ class FileTools:
         end_line: Annotated[
             int | None, Field(ge=1, description="Last line to return, inclusive; omit to read to the end.")
         ] = None,
-    ) -> ReadResult:
+    ) -> Annotated[CallToolResult, ReadResult]:
         """Read a UTF-8 text file, optionally a range of lines.
 
-        Returns the raw text with its original line endings (no line-number prefixes), so it can be copied into
+        The first line of the reply names the file and the lines returned, e.g. 'src/app.py (lines 1-80 of 80)';
+        the raw text follows with its original line endings and no line-number prefixes, so it can be copied into
         `edit` exactly. At most 256 KiB are returned per call; when the range is larger, the result is cut at a line
-        boundary, `truncated` is true and `note` says which start_line to ask for next. Binary files are refused.
+        boundary and the first line says which start_line to ask for next. Binary files are refused.
         """
         target = self._existing_file(path)
         if end_line is not None and end_line < start_line:
@@ -115,7 +119,7 @@ class FileTools:
             )
         if lossy:
             notes.append("the file is not valid UTF-8; undecodable bytes are shown as U+FFFD")
-        return ReadResult(
+        result = ReadResult(
             path=shown,
             start_line=start_line,
             end_line=last_line,
@@ -124,12 +128,13 @@ class FileTools:
             truncated=cut,
             note="; ".join(notes) or None,
         )
+        return to_call_result(result, render_read(result))
 
     def write(
         self,
         path: Annotated[str, Field(description="File to write, relative to the primary root or absolute.")],
         content: Annotated[str, Field(description="The complete new content of the file.")],
-    ) -> WriteResult:
+    ) -> Annotated[CallToolResult, WriteResult]:
         """Create or overwrite a file with the given content (UTF-8), creating missing parent directories.
 
         This replaces the whole file; to change part of an existing file use `edit`.
@@ -145,7 +150,8 @@ class FileTools:
             target.write_bytes(data)
         except OSError as exc:
             raise ToolError(oserror_message(exc, repr(shown))) from exc
-        return WriteResult(path=shown, bytes_written=len(data), created=created)
+        result = WriteResult(path=shown, bytes_written=len(data), created=created)
+        return to_call_result(result, render_write(result))
 
     def edit(
         self,
@@ -155,7 +161,7 @@ class FileTools:
         replace_all: Annotated[
             bool, Field(description="Replace every occurrence; otherwise old must occur exactly once.")
         ] = False,
-    ) -> EditResult:
+    ) -> Annotated[CallToolResult, EditResult]:
         """Replace an exact string in a UTF-8 text file.
 
         `old` must match the file byte for byte (read the file first and copy the text). Unless replace_all is
@@ -200,14 +206,15 @@ class FileTools:
             target.write_bytes(encoded)
         except OSError as exc:
             raise ToolError(oserror_message(exc, repr(shown))) from exc
-        return EditResult(
+        result = EditResult(
             path=shown, replacements=count if replace_all else 1, first_line=first_line, bytes_written=len(encoded)
         )
+        return to_call_result(result, render_edit(result))
 
     def list_dir(
         self,
         path: Annotated[str, Field(description="Directory to list, relative to the primary root or absolute.")] = ".",
-    ) -> ListResult:
+    ) -> Annotated[CallToolResult, ListResult]:
         """List the entries of one directory (not recursive), sorted by name, with their type and size.
 
         Symlinks are reported as such and not followed. Use `glob` to search recursively.
@@ -224,7 +231,8 @@ class FileTools:
             entries = [_entry(item) for item in found[:LIST_CAP]]
         except OSError as exc:
             raise ToolError(oserror_message(exc, repr(shown))) from exc
-        return ListResult(path=shown, entries=entries, total_entries=len(found), truncated=len(found) > LIST_CAP)
+        result = ListResult(path=shown, entries=entries, total_entries=len(found), truncated=len(found) > LIST_CAP)
+        return to_call_result(result, render_list(result))
 
     def _existing_file(self, path: str) -> Path:
         target = self._roots.resolve(path)

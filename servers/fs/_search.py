@@ -15,11 +15,13 @@ from pathlib import Path
 from typing import Annotated
 
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult
 from pydantic import Field
 
 from servers.fs._files import BINARY_SNIFF_BYTES, looks_binary
 from servers.fs._models import GlobResult, GrepMatch, GrepResult
 from servers.fs._paths import Roots, shorten
+from servers.fs._text import render_glob, render_grep, to_call_result
 
 __all__ = ["GLOB_CAP", "GREP_MAX_FILE_BYTES", "LINE_TEXT_CAP", "SCAN_LIMIT", "SKIP_DIRS", "SearchTools", "glob_regex"]
 
@@ -135,7 +137,7 @@ class SearchTools:
             str, Field(description="Glob relative to path, e.g. '**/*.py' (recursive) or 'src/*.toml'.")
         ],
         path: Annotated[str, Field(description="Directory to search in, relative to the primary root.")] = ".",
-    ) -> GlobResult:
+    ) -> Annotated[CallToolResult, GlobResult]:
         """Find files and directories whose path (relative to `path`) matches a glob pattern.
 
         `*` and `?` stay within one directory level, so '*.py' only matches the top level; use '**/*.py' to search
@@ -160,13 +162,14 @@ class SearchTools:
             notes.append(f"the scan stopped after {SCAN_LIMIT} entries, so matches may be missing")
         if notes:
             notes.append("narrow the pattern or path")
-        return GlobResult(
+        result = GlobResult(
             pattern=pattern,
             path=self._roots.display(base),
             matches=found[:GLOB_CAP],
             truncated=bool(notes),
             note="; ".join(notes) or None,
         )
+        return to_call_result(result, render_glob(result))
 
     def grep(
         self,
@@ -178,7 +181,7 @@ class SearchTools:
         ] = None,
         ignore_case: Annotated[bool, Field(description="Match case-insensitively.")] = False,
         max_matches: Annotated[int, Field(ge=1, le=5000, description="Stop after this many matching lines.")] = 200,
-    ) -> GrepResult:
+    ) -> Annotated[CallToolResult, GrepResult]:
         """Search text files for lines matching a regular expression (Python `re` syntax).
 
         Searches recursively when `path` is a directory, skipping binary files, files over 16 MiB, symlinks, and
@@ -228,13 +231,14 @@ class SearchTools:
             notes.append(f"stopped at max_matches={max_matches}; narrow the pattern, path or glob to see the rest")
         if walker.exhausted:
             notes.append(f"the scan stopped after {SCAN_LIMIT} entries, so matches may be missing; narrow path")
-        return GrepResult(
+        result = GrepResult(
             pattern=pattern,
             matches=matches,
             files_searched=searched,
             truncated=bool(notes),
             note="; ".join(notes) or None,
         )
+        return to_call_result(result, render_grep(result))
 
     def _search_dir(self, path: str) -> Path:
         base = self._roots.resolve(path)

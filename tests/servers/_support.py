@@ -54,6 +54,16 @@ async def call_ok(client: Client, tool: str, arguments: dict[str, Any]) -> dict[
     return content
 
 
+async def call_ok_text(client: Client, tool: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """Call a tool that must succeed and return its structured content and the one text block the model reads."""
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, text_of(result)
+    assert len(result.content) == 1, result.content
+    content: dict[str, Any] | None = result.structured_content
+    assert content is not None
+    return content, text_of(result)
+
+
 async def call_error(client: Client, tool: str, arguments: dict[str, Any]) -> str:
     """Call a tool that must fail and return the error text the model would read."""
     result = await client.call_tool(tool, arguments)

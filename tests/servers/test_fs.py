@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 from mcp import Client
+from pydantic import BaseModel
 
 import servers.fs
 from servers.fs import build_server
-from tests.servers._support import IN_PROCESS_MODES, call_error, call_ok, connect, names_in
+from servers.fs._models import EditResult, GlobResult, GrepResult, ListResult, ReadResult, WriteResult
+from tests.servers._support import IN_PROCESS_MODES, call_error, call_ok, call_ok_text, connect, names_in
 
 pytestmark = pytest.mark.anyio
 
@@ -49,13 +51,24 @@ async def test_list_tools_reports_honest_annotations(client: Client) -> None:
     assert write is not None and edit is not None
     assert (write.read_only_hint, write.destructive_hint, write.idempotent_hint) == (False, True, True)
     assert (edit.read_only_hint, edit.destructive_hint, edit.idempotent_hint) == (False, True, False)
-    assert all(tool.output_schema is not None for tool in tools.values())
+    models: dict[str, type[BaseModel]] = {
+        "read": ReadResult,
+        "write": WriteResult,
+        "edit": EditResult,
+        "list": ListResult,
+        "glob": GlobResult,
+        "grep": GrepResult,
+    }
+    # The text is rendered by hand, but the schema a program validates against stays the result model's.
+    for name, model in models.items():
+        assert tools[name].output_schema == model.model_json_schema(), name
     assert tools["read"].description is not None and tools["read"].description.startswith("Read a UTF-8 text file")
 
 
 async def test_read_returns_a_line_range_with_its_bounds(client: Client, root: Path) -> None:
     (root / "f.txt").write_text("one\ntwo\r\nthree\nfour")
-    whole = await call_ok(client, "read", {"path": "f.txt"})
+    whole, text = await call_ok_text(client, "read", {"path": "f.txt"})
+    assert text == "f.txt (lines 1-4 of 4)\none\ntwo\r\nthree\nfour"
     assert whole == {
         "path": "f.txt",
         "start_line": 1,
@@ -65,10 +78,19 @@ async def test_read_returns_a_line_range_with_its_bounds(client: Client, root: P
         "truncated": False,
         "note": None,
     }
-    middle = await call_ok(client, "read", {"path": str(root / "f.txt"), "start_line": 2, "end_line": 3})
+    middle, text = await call_ok_text(client, "read", {"path": str(root / "f.txt"), "start_line": 2, "end_line": 3})
     assert (middle["path"], middle["text"], middle["end_line"]) == ("f.txt", "two\r\nthree\n", 3)
-    clamped = await call_ok(client, "read", {"path": "f.txt", "start_line": 4, "end_line": 99})
+    assert text == "f.txt (lines 2-3 of 4)\ntwo\r\nthree\n"
+    clamped, text = await call_ok_text(client, "read", {"path": "f.txt", "start_line": 4, "end_line": 99})
     assert (clamped["text"], clamped["end_line"]) == ("four", 4)
+    assert text == "f.txt (line 4 of 4)\nfour"
+
+
+async def test_read_text_puts_notes_on_the_header_line(client: Client, root: Path) -> None:
+    (root / "latin1.txt").write_bytes("café\n".encode("latin-1"))
+    result, text = await call_ok_text(client, "read", {"path": "latin1.txt"})
+    assert result["note"] == "the file is not valid UTF-8; undecodable bytes are shown as U+FFFD"
+    assert text == f"latin1.txt (line 1 of 1); {result['note']}\ncaf\ufffd\n"
 
 
 async def test_read_refuses_bad_ranges_missing_files_directories_and_binary(client: Client, root: Path) -> None:
@@ -85,7 +107,9 @@ async def test_read_refuses_bad_ranges_missing_files_directories_and_binary(clie
     assert "looks like a binary file" in await call_error(client, "read", {"path": "blob.bin"})
     empty = root / "empty.txt"
     empty.write_text("")
-    assert await call_ok(client, "read", {"path": "empty.txt"}) == {
+    empty_result, text = await call_ok_text(client, "read", {"path": "empty.txt"})
+    assert text == "empty.txt (empty file)"
+    assert empty_result == {
         "path": "empty.txt",
         "start_line": 1,
         "end_line": 0,
@@ -99,7 +123,13 @@ async def test_read_refuses_bad_ranges_missing_files_directories_and_binary(clie
 async def test_read_caps_its_output_at_a_line_boundary_and_says_where_to_continue(client: Client, root: Path) -> None:
     line = "x" * 99 + "\n"
     (root / "big.txt").write_text(line * 3000)
-    first = await call_ok(client, "read", {"path": "big.txt"})
+    first, text = await call_ok_text(client, "read", {"path": "big.txt"})
+    header, _, body = text.partition("\n")
+    assert header == (
+        "big.txt (lines 1-2621 of 3000); output capped at 262144 bytes; returned lines 1-2621 of 3000; "
+        "call read again with start_line=2622 for more"
+    )
+    assert body == line * 2621
     assert first["truncated"] is True
     assert first["total_lines"] == 3000
     assert first["end_line"] == 2621  # 256 KiB / 100-byte lines, whole lines only
@@ -109,18 +139,24 @@ async def test_read_caps_its_output_at_a_line_boundary_and_says_where_to_continu
     assert (rest["truncated"], rest["end_line"], rest["text"]) == (False, 3000, line * (3000 - 2621))
 
     (root / "minified.js").write_text("y" * 300_000 + "\nsecond\n")
-    cut = await call_ok(client, "read", {"path": "minified.js"})
+    cut, text = await call_ok_text(client, "read", {"path": "minified.js"})
     assert (cut["truncated"], cut["end_line"], cut["total_lines"]) == (True, 1, 2)
     assert len(cut["text"]) == 256 * 1024
     assert "line 1 alone exceeds" in cut["note"]
+    assert text == f"minified.js (line 1 of 2); {cut['note']}\n{cut['text']}"
 
 
 async def test_write_creates_parents_and_reports_whether_it_created(client: Client, root: Path) -> None:
-    created = await call_ok(client, "write", {"path": "a/b/c.txt", "content": "héllo\n"})
+    created, text = await call_ok_text(client, "write", {"path": "a/b/c.txt", "content": "héllo\n"})
     assert created == {"path": "a/b/c.txt", "bytes_written": 7, "created": True}
+    assert text == "wrote 7 bytes to a/b/c.txt (created)"
     assert (root / "a" / "b" / "c.txt").read_text() == "héllo\n"
-    again = await call_ok(client, "write", {"path": "a/b/c.txt", "content": "bye"})
+    again, text = await call_ok_text(client, "write", {"path": "a/b/c.txt", "content": "bye"})
     assert (again["created"], again["bytes_written"]) == (False, 3)
+    assert text == "wrote 3 bytes to a/b/c.txt (overwritten)"
+    assert (await call_ok_text(client, "write", {"path": "one.txt", "content": "x"}))[1] == (
+        "wrote 1 byte to one.txt (created)"
+    )
     assert (root / "a" / "b" / "c.txt").read_text() == "bye"
     assert "is a directory" in await call_error(client, "write", {"path": "a", "content": "x"})
 
@@ -169,8 +205,9 @@ async def test_escapes_are_refused_and_nothing_outside_changes(
 
 async def test_edit_replaces_exactly_one_occurrence(client: Client, root: Path) -> None:
     (root / "m.py").write_text("def f():\n    return 1\n\ndef g():\n    return 2\n")
-    result = await call_ok(client, "edit", {"path": "m.py", "old": "return 2", "new": "return 3"})
+    result, text = await call_ok_text(client, "edit", {"path": "m.py", "old": "return 2", "new": "return 3"})
     assert result == {"path": "m.py", "replacements": 1, "first_line": 5, "bytes_written": 45}
+    assert text == "replaced 1 occurrence in m.py (first at line 5)"
     assert (root / "m.py").read_text() == "def f():\n    return 1\n\ndef g():\n    return 3\n"
 
 
@@ -186,8 +223,11 @@ async def test_edit_errors_say_what_to_do(client: Client, root: Path) -> None:
     assert "old is empty" in await call_error(client, "edit", {"path": "m.py", "old": "", "new": "x"})
     assert "does not exist" in await call_error(client, "edit", {"path": "nope.py", "old": "a", "new": "b"})
     assert (root / "m.py").read_text() == "x = 1\nx = 1\nx = 1\n"
-    everything = await call_ok(client, "edit", {"path": "m.py", "old": "x = 1", "new": "x = 2", "replace_all": True})
+    everything, text = await call_ok_text(
+        client, "edit", {"path": "m.py", "old": "x = 1", "new": "x = 2", "replace_all": True}
+    )
     assert everything["replacements"] == 3
+    assert text == "replaced 3 occurrences in m.py (first at line 1)"
     assert (root / "m.py").read_text() == "x = 2\nx = 2\nx = 2\n"
 
 
@@ -201,7 +241,8 @@ async def test_list_reports_type_and_size_without_following_symlinks(client: Cli
     (root / "b.txt").write_text("12345")
     (root / "a_dir").mkdir()
     os.symlink(outside, root / "c_link")
-    listing = await call_ok(client, "list", {})
+    listing, text = await call_ok_text(client, "list", {})
+    assert text == "a_dir/\nb.txt  5 B\nc_link -> symlink"
     assert listing == {
         "path": ".",
         "entries": [
@@ -212,7 +253,8 @@ async def test_list_reports_type_and_size_without_following_symlinks(client: Cli
         "total_entries": 3,
         "truncated": False,
     }
-    assert (await call_ok(client, "list", {"path": "a_dir"}))["entries"] == []
+    empty, text = await call_ok_text(client, "list", {"path": "a_dir"})
+    assert (empty["entries"], text) == ([], "a_dir is empty")
     assert "is a file, not a directory" in await call_error(client, "list", {"path": "b.txt"})
     assert "resolves outside" in await call_error(client, "list", {"path": "c_link"})
 
@@ -240,7 +282,8 @@ def tree(root: Path, outside: Path) -> Path:
 
 
 async def test_glob_matches_sorted_relative_paths_and_skips_bulky_dirs(client: Client, tree: Path) -> None:
-    result = await call_ok(client, "glob", {"pattern": "**/*.py"})
+    result, text = await call_ok_text(client, "glob", {"pattern": "**/*.py"})
+    assert text == "setup.py\nsrc/pkg/__init__.py\nsrc/pkg/core.py"
     assert result == {
         "pattern": "**/*.py",
         "path": ".",
@@ -251,6 +294,8 @@ async def test_glob_matches_sorted_relative_paths_and_skips_bulky_dirs(client: C
     assert (await call_ok(client, "glob", {"pattern": "*.py"}))["matches"] == ["setup.py"]
     in_src = await call_ok(client, "glob", {"pattern": "*/*.py", "path": "src"})
     assert in_src["matches"] == ["src/pkg/__init__.py", "src/pkg/core.py"]
+    none, text = await call_ok_text(client, "glob", {"pattern": "**/*.rs", "path": "src"})
+    assert (none["matches"], text) == ([], "no files match **/*.rs under src")
     assert "must be relative" in await call_error(client, "glob", {"pattern": "../*"})
     assert "is a file" in await call_error(client, "glob", {"pattern": "*", "path": "setup.py"})
 
@@ -259,13 +304,21 @@ async def test_glob_says_when_it_capped_the_result(client: Client, root: Path, m
     monkeypatch.setattr("servers.fs._search.GLOB_CAP", 2)
     for name in "abc":
         (root / f"{name}.txt").write_text("")
-    result = await call_ok(client, "glob", {"pattern": "*.txt"})
+    result, text = await call_ok_text(client, "glob", {"pattern": "*.txt"})
     assert (result["matches"], result["truncated"]) == (["a.txt", "b.txt"], True)
     assert "3 paths matched; only the first 2" in result["note"]
+    assert text == f"a.txt\nb.txt\nnote: {result['note']}"
 
 
 async def test_grep_finds_lines_in_text_files_only(client: Client, tree: Path) -> None:
-    result = await call_ok(client, "grep", {"pattern": r"^TODO"})
+    result, text = await call_ok_text(client, "grep", {"pattern": r"^TODO"})
+    assert text.splitlines() == [
+        "docs/guide.md:2: TODO: fix",
+        "setup.py:2: TODO: fix",
+        "src/pkg/__init__.py:2: TODO: fix",
+        "src/pkg/core.py:2: TODO: fix",
+        "4 matches in 4 files searched",
+    ]
     assert [(m["path"], m["line"], m["text"]) for m in result["matches"]] == [
         ("docs/guide.md", 2, "TODO: fix"),
         ("setup.py", 2, "TODO: fix"),
@@ -277,16 +330,25 @@ async def test_grep_finds_lines_in_text_files_only(client: Client, tree: Path) -
     assert [m["path"] for m in by_name["matches"]] == ["docs/guide.md"]
     by_path = await call_ok(client, "grep", {"pattern": "TODO", "path": "src", "glob": "pkg/c*.py"})
     assert [m["path"] for m in by_path["matches"]] == ["src/pkg/core.py"]
-    one_file = await call_ok(client, "grep", {"pattern": "fix$", "path": "setup.py"})
+    one_file, text = await call_ok_text(client, "grep", {"pattern": "fix$", "path": "setup.py"})
     assert [(m["path"], m["line"]) for m in one_file["matches"]] == [("setup.py", 2)]
+    assert text == "setup.py:2: TODO: fix\n1 match in 1 file searched"
+    nothing, text = await call_ok_text(client, "grep", {"pattern": "FIXME"})
+    assert (nothing["matches"], text) == ([], "no matches in 4 files searched")
     assert "looks binary" in await call_error(client, "grep", {"pattern": "x", "path": "src/pkg/data.bin"})
 
 
 async def test_grep_caps_matches_and_long_lines(client: Client, root: Path) -> None:
     (root / "many.txt").write_text("hit\n" * 10 + "hit " + "z" * 1000 + "\n")
-    capped = await call_ok(client, "grep", {"pattern": "hit", "max_matches": 3})
+    capped, text = await call_ok_text(client, "grep", {"pattern": "hit", "max_matches": 3})
     assert (len(capped["matches"]), capped["truncated"]) == (3, True)
     assert "max_matches=3" in capped["note"]
+    assert text.splitlines() == [
+        "many.txt:1: hit",
+        "many.txt:2: hit",
+        "many.txt:3: hit",
+        f"3 matches in 1 file searched; {capped['note']}",
+    ]
     long_line = (await call_ok(client, "grep", {"pattern": "z"}))["matches"][0]["text"]
     assert long_line.startswith("hit zzz") and long_line.endswith("[604 more characters]")
 
@@ -312,7 +374,8 @@ async def test_over_stdio(root: Path, outside: Path) -> None:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
         assert tools["write"].annotations is not None and tools["write"].annotations.destructive_hint is True
         assert (await call_ok(client, "write", {"path": "d/f.txt", "content": "hi\n"}))["created"] is True
-        assert (await call_ok(client, "read", {"path": "d/f.txt"}))["text"] == "hi\n"
+        read, text = await call_ok_text(client, "read", {"path": "d/f.txt"})
+        assert (read["text"], text) == ("hi\n", "d/f.txt (line 1 of 1)\nhi\n")
         assert "resolves outside" in await call_error(client, "write", {"path": "../outside/x", "content": "x"})
     assert (root / "d" / "f.txt").read_text() == "hi\n"
     assert names_in(outside) == ["secret.txt"]
