@@ -233,7 +233,7 @@ async def measure_step(home: Path, repetitions: int, steps: int, raw_calls: int)
     stall_note = (
         f"event-log stalls: {len(stalls)} of {len(appends_s)} appends took over 10× the median {fmt_time(typical)}"
         + (f" (median stall {fmt_time(median(stalls))})" if stalls else "")
-        + "; SQLite's WAL auto-checkpoint makes a 10-20 ms one about every 220 appends, the rest is other load"
+        + "; the store checkpoints the WAL in each run's run_finished append (one per run), the rest is other load"
     )
     ours, base = median(step_s), median(two_raw_s)
     ratio, spread = paired_ratio(step_s, two_raw_s)
