@@ -19,6 +19,17 @@ _EPILOG = """exit codes: 0 completed, 1 the run failed, 2 bad usage or config, 1
 state lives in $LOOM_HOME (default ~/.loom)."""
 
 
+def _positive_int(text: str) -> int:
+    """An ``int`` option that must be at least 1; argparse reports the error with the sub-command's usage."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command-line grammar."""
     parser = argparse.ArgumentParser(
@@ -38,7 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: $LOOM_MODEL, then config, then Anthropic if ANTHROPIC_API_KEY is set, else the scripted demo)",
     )
     run.add_argument("--json", action="store_true", help="print every event as NDJSON on stdout")
-    run.add_argument("--max-steps", type=int, default=50, metavar="N", help="stop after N model calls (default 50)")
+    run.add_argument(
+        "--max-steps", type=_positive_int, default=50, metavar="N", help="stop after N model calls (default 50)"
+    )
     run.add_argument("--cwd", help="work in this directory instead of the current one")
     run.add_argument("--config", metavar="FILE", help="extra config file (model, mcpServers) read after the others")
 
@@ -50,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("run_id", help="the run id (or a unique prefix of it)")
 
     runs = sub.add_parser("runs", help="list recent runs")
-    runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument("--limit", type=_positive_int, default=20, metavar="N", help="show at most N runs (default 20)")
     return parser
 
 
@@ -68,8 +81,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     from clients.cli import commands
 
     if args.command == "run":
-        if args.max_steps < 1:
-            parser.error("--max-steps must be at least 1")
         return commands.run(args)
     if args.command == "export":
         return commands.export(args.run_id)
