@@ -57,8 +57,24 @@ def run(args: argparse.Namespace) -> int:
     renderer: Callable[[Event], None] = JsonRenderer() if args.json else TerminalRenderer()
     try:
         return anyio.run(_run_session, home, config, cwd, model, notice, args.goal, args.max_steps, renderer)
-    except StoreError as exc:
-        return _fail(str(exc), EXIT_FAILED)
+    except (StoreError, BaseExceptionGroup) as exc:
+        # A StoreError raised during the run reaches us inside the task group's exception group.
+        store_error = _first(exc, StoreError)
+        if store_error is None:
+            raise
+        return _fail(str(store_error), EXIT_FAILED)
+
+
+def _first(exc: BaseException, kind: type[StoreError]) -> StoreError | None:
+    """The first ``kind`` in ``exc`` or, for an exception group, anywhere inside it."""
+    if isinstance(exc, kind):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _first(inner, kind)
+            if found is not None:
+                return found
+    return None
 
 
 async def _run_session(
@@ -76,8 +92,9 @@ async def _run_session(
     status = "failed"
     async with embedded_runtime(home, config.servers) as runtime:
         async with runtime.log.subscribe() as events, anyio.create_task_group() as tg:
-            tg.start_soon(_render, events, renderer)
-            with anyio.CancelScope() as run_scope:
+            run_scope = anyio.CancelScope()
+            tg.start_soon(_render, events, renderer, run_scope)
+            with run_scope:
                 watcher = anyio.CancelScope()
                 tg.start_soon(_cancel_on_signal, run_scope, watcher)
                 async with runtime.open_session(cwd, model, notice=notice) as session:
@@ -90,9 +107,28 @@ async def _run_session(
     return {"completed": EXIT_OK, "cancelled": EXIT_CANCELLED}.get(status, EXIT_FAILED)
 
 
-async def _render(events: MemoryObjectReceiveStream[Event], renderer: Callable[[Event], None]) -> None:
+async def _render(
+    events: MemoryObjectReceiveStream[Event], renderer: Callable[[Event], None], run_scope: anyio.CancelScope
+) -> None:
     async for event in events:
-        renderer(event)
+        try:
+            renderer(event)
+        except BrokenPipeError:
+            # Whoever read our output is gone (``loom run ... | head``): stop the run as Ctrl-C would,
+            # rather than crash with a traceback or keep an agent working that nobody watches.
+            _discard_stdout()
+            sys.stderr.write("loom: stdout was closed; cancelling the run\n")
+            run_scope.cancel()
+            return
+
+
+def _discard_stdout() -> None:
+    # Point fd 1 at /dev/null so that flushing what is still buffered (now, or at exit) cannot fail again.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    finally:
+        os.close(devnull)
 
 
 async def _cancel_on_signal(run_scope: anyio.CancelScope, watcher: anyio.CancelScope) -> None:
