@@ -50,6 +50,10 @@ class TerminalRenderer:
             self._out.flush()
         elif isinstance(event, AssistantMessage):
             self._end_line()
+            # Calls refused before they start (unknown tool, bad arguments, server down) get no
+            # ToolCallStarted; their arguments come from the message so that their line shows them too.
+            for use in event.message.tool_uses:
+                self._arguments[use.id] = use.input
         elif isinstance(event, ToolCallStarted):
             self._arguments[event.call_id] = event.arguments
         elif isinstance(event, ToolCallFinished):
