@@ -34,9 +34,12 @@ class EventLog:
         Raises:
             orchestrator.store.StoreError: nothing was stored or published.
         """
-        async with self._lock:
-            await self.store.append(events)
-            self._publish(events)
+        # Shielded: a cancel landing mid-write must not leave an event stored but never published
+        # (or the store's numbering out of step with the database). A write is short and bounded.
+        with anyio.CancelScope(shield=True):
+            async with self._lock:
+                await self.store.append(events)
+                self._publish(events)
 
     def publish_live(self, event: Event) -> None:
         """Publish an event that is not stored (a text delta)."""

@@ -117,9 +117,16 @@ class Hub:
 
     async def __aenter__(self) -> Self:
         self._tg = await self._exit.enter_async_context(anyio.create_task_group())
-        async with anyio.create_task_group() as starting:
+        try:
+            async with anyio.create_task_group() as starting:
+                for conn in self._conns.values():
+                    starting.start_soon(self._connect, conn)
+        except BaseException:
+            # cancelled (Ctrl-C) or failed while servers start: close what started, in this task
             for conn in self._conns.values():
-                starting.start_soon(self._connect, conn)
+                conn.stop.set()
+            await self._exit.aclose()
+            raise
         self._rebuild_tools()
         return self
 

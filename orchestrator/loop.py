@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass
 
 import anyio
+import anyio.lowlevel
 
 from orchestrator.eventlog import EventLog
 from orchestrator.events import AssistantMessage, RunStatus, TextDelta, ToolCallFinished, ToolCallStarted
@@ -57,6 +58,8 @@ async def run_loop(ctx: RunContext) -> LoopResult:
     tools: list[ToolSpec] = [t.spec for t in ctx.hub.tools]
     final_text = ""
     while ctx.step < ctx.max_steps:
+        # Event-log writes are shielded, so a cancel that lands during one is honoured here.
+        await anyio.lowlevel.checkpoint_if_cancelled()
         ctx.step += 1
         response, model_ms = await _model_step(ctx, tools)
         message = response.message
@@ -78,6 +81,7 @@ async def run_loop(ctx: RunContext) -> LoopResult:
             *(_finished(ctx, use, outcome, 0.0) for use, outcome in refused),
         )
         if not uses:
+            await anyio.lowlevel.checkpoint_if_cancelled()
             return LoopResult("completed", response.stop_reason, final_text, ctx.step)
         results = await _run_tools(ctx, uses, approved, refused)
         ctx.history.append(Message(role="user", content=list(results)))

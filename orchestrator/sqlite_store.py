@@ -133,11 +133,18 @@ class SqliteStore:
             else:
                 await self._insert_rows(rows)
         except sqlite3.Error as exc:
-            for event in events:
-                event.seq = None
+            self._forget(events)
             raise StoreError(f"could not write to the Loom database at {self._path}: {exc}") from exc
+        except BaseException:
+            self._forget(events)  # cancelled mid-write: the row may or may not be there; recount next time
+            raise
         for sid, nxt in planned.items():
             self._last_seq[sid] = nxt - 1
+
+    def _forget(self, events: Sequence[Event]) -> None:
+        for event in events:
+            event.seq = None
+            self._last_seq.pop(event.session_id, None)
 
     async def _insert_rows(self, rows: list[tuple[Any, ...]]) -> None:
         for start in range(0, len(rows), _MAX_ROWS_PER_INSERT):
@@ -214,7 +221,8 @@ class SqliteStore:
 
     async def find_run(self, prefix: str) -> RunRecord | None:
         """The run whose id starts with ``prefix``, if exactly one does (for CLI convenience)."""
-        runs = await self._select_runs("WHERE id LIKE ? LIMIT 2", (prefix.replace("%", "") + "%",))
+        escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        runs = await self._select_runs("WHERE id LIKE ? ESCAPE '\\' LIMIT 2", (escaped + "%",))
         return runs[0] if len(runs) == 1 else None
 
     async def _select_runs(self, clause: str, params: tuple[Any, ...]) -> list[RunRecord]:
