@@ -8,13 +8,15 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from orchestrator.config import ServerConfig
-from orchestrator.eventlog import EventLog
 from orchestrator.events import Event
-from orchestrator.runtime import Runtime
 from orchestrator.sqlite_store import SqliteStore
 from orchestrator.store import RunRecord
+
+if TYPE_CHECKING:  # the runtime pulls in the MCP SDK (~1 s to import); `loom runs`/`export` do not need it
+    from orchestrator.config import ServerConfig
+    from orchestrator.runtime import Runtime
 
 DB_NAME = "loom.db"
 
@@ -26,12 +28,17 @@ async def embedded_runtime(home: Path, servers: Sequence[ServerConfig] = ()) -> 
     Raises:
         orchestrator.store.StoreError: the database cannot be opened.
     """
+    from orchestrator.eventlog import EventLog
+    from orchestrator.runtime import Runtime
+
     async with SqliteStore(home / DB_NAME) as store:
         yield Runtime(EventLog(store), home=home, servers=servers)
 
 
 async def find_run(home: Path, run_id: str) -> tuple[RunRecord, list[Event]] | None:
     """A run (by id or unique prefix) and its events, or None."""
+    if not (home / DB_NAME).is_file():
+        return None  # reading must not create an empty database
     async with SqliteStore(home / DB_NAME) as store:
         run = await store.get_run(run_id) or await store.find_run(run_id)
         if run is None:
@@ -41,5 +48,7 @@ async def find_run(home: Path, run_id: str) -> tuple[RunRecord, list[Event]] | N
 
 async def recent_runs(home: Path, limit: int) -> list[RunRecord]:
     """The most recent runs, newest first."""
+    if not (home / DB_NAME).is_file():
+        return []
     async with SqliteStore(home / DB_NAME) as store:
         return await store.list_runs(limit=limit)
