@@ -80,7 +80,10 @@ class ScriptedModel:
         except OSError as exc:
             raise ModelError(f"cannot read script {path}: {exc.strerror or exc}", transient=False) from exc
         except ValidationError as exc:
-            raise ModelError(f"invalid script {path}: {exc}", transient=False) from exc
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'top level'}: {err['msg']}" for err in exc.errors()[:3]
+            )
+            raise ModelError(f"invalid script {path}: {problems}", transient=False) from exc
         return cls(script, label=str(path))
 
     @classmethod
