@@ -33,7 +33,15 @@ from anthropic.types import TextDelta as WireTextDelta
 from anthropic.types import ToolUseBlock as WireToolUseBlock
 
 from orchestrator.messages import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
-from orchestrator.models.base import ModelError, ModelEvent, ModelRequest, ModelResponse, StopReason, TextDelta
+from orchestrator.models.base import (
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    ModelResponse,
+    StopReason,
+    TextDelta,
+    parse_tool_input,
+)
 from orchestrator.models.retry import RetryAfterError, parse_retry_after
 
 __all__ = ["AnthropicModel"]
@@ -241,21 +249,9 @@ class _PendingToolUse:
 
     def finish(self) -> ToolUseBlock:
         raw = "".join(self.json_parts)
-        if not raw.strip():
+        if not raw.strip():  # the whole input came in content_block_start
             return ToolUseBlock(id=self.id, name=self.name, input=self.start_input)
-        try:
-            value = json.loads(raw)
-        except ValueError as exc:
-            raise ModelError(
-                f"anthropic: tool call {self.name!r} ({self.id}) has invalid JSON input: {exc}: {raw[:200]!r}",
-                transient=False,
-            ) from exc
-        if not isinstance(value, dict):
-            raise ModelError(
-                f"anthropic: tool call {self.name!r} ({self.id}) input is not a JSON object: {raw[:200]!r}",
-                transient=False,
-            )
-        return ToolUseBlock(id=self.id, name=self.name, input=value)
+        return ToolUseBlock(id=self.id, name=self.name, input=parse_tool_input("anthropic", self.name, self.id, raw))
 
 
 def _total_input(usage: Any) -> int:

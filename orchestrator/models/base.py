@@ -8,6 +8,7 @@ whether trying again can help.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -88,3 +89,27 @@ class Model(Protocol):
             ModelError: the call failed; nothing after the error is valid.
         """
         ...
+
+
+def parse_tool_input(provider: str, name: str, call_id: str, raw: str, *, what: str = "input") -> dict[str, Any]:
+    """Decode the streamed JSON of one tool call's arguments (empty or ``null`` means no arguments).
+
+    Raises:
+        ModelError: the JSON is invalid or not an object (permanent: asking again gives the same output).
+    """
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise ModelError(
+            f"{provider}: tool call {name!r} ({call_id}) has invalid JSON {what}: {exc}: {raw[:200]!r}",
+            transient=False,
+        ) from exc
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ModelError(
+            f"{provider}: tool call {name!r} ({call_id}) {what} is not a JSON object: {raw[:200]!r}", transient=False
+        )
+    return value

@@ -17,7 +17,15 @@ from typing import Any
 import httpx
 
 from orchestrator.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
-from orchestrator.models.base import ModelError, ModelEvent, ModelRequest, ModelResponse, StopReason, TextDelta
+from orchestrator.models.base import (
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    ModelResponse,
+    StopReason,
+    TextDelta,
+    parse_tool_input,
+)
 from orchestrator.models.retry import RetryAfterError, parse_retry_after
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAICompatModel", "to_wire_messages"]
@@ -273,23 +281,8 @@ class _PendingCall:
         raw = "".join(self.arguments)
         if not self.name:
             raise ModelError(f"openai: tool call {call_id} has no function name", transient=False)
-        if not raw.strip():
-            return ToolUseBlock(id=call_id, name=self.name, input={})
-        try:
-            value = json.loads(raw)
-        except ValueError as exc:
-            raise ModelError(
-                f"openai: tool call {self.name!r} ({call_id}) has invalid JSON arguments: {exc}: {raw[:200]!r}",
-                transient=False,
-            ) from exc
-        if value is None:
-            value = {}
-        if not isinstance(value, dict):
-            raise ModelError(
-                f"openai: tool call {self.name!r} ({call_id}) arguments are not a JSON object: {raw[:200]!r}",
-                transient=False,
-            )
-        return ToolUseBlock(id=call_id, name=self.name, input=value)
+        arguments = parse_tool_input("openai", self.name, call_id, raw, what="arguments")
+        return ToolUseBlock(id=call_id, name=self.name, input=arguments)
 
 
 def _error_fields(body: object) -> tuple[str, str]:
