@@ -71,7 +71,7 @@ def resolve_model(spec: str, *, base_dir: Path | None = None) -> Model:
 
         path = DEMO_SCRIPT if name == "demo" else (base_dir or Path.cwd()) / name
         try:
-            return ScriptedModel.from_file(path)
+            return ScriptedModel.from_file(path, label=name)
         except ModelError as exc:
             raise ModelSpecError(str(exc)) from exc
     raise ModelSpecError(f"unknown model provider {provider!r}; use one of {', '.join(PROVIDERS)}")

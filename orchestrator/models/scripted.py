@@ -69,7 +69,7 @@ class ScriptedModel:
         """Every request received, for tests that assert what the model was shown."""
 
     @classmethod
-    def from_file(cls, path: Path) -> ScriptedModel:
+    def from_file(cls, path: Path, *, label: str | None = None) -> ScriptedModel:
         """Load a JSON script.
 
         Raises:
@@ -84,7 +84,7 @@ class ScriptedModel:
                 f"{'.'.join(str(p) for p in err['loc']) or 'top level'}: {err['msg']}" for err in exc.errors()[:3]
             )
             raise ModelError(f"invalid script {path}: {problems}", transient=False) from exc
-        return cls(script, label=str(path))
+        return cls(script, label=label or str(path))
 
     @classmethod
     def from_turns(cls, turns: Sequence[Mapping[str, Any] | ScriptedTurn], notice: str = "") -> ScriptedModel:
