@@ -27,6 +27,7 @@ class EventLog:
         self.store = store
         self._lock = anyio.Lock()
         self._subscribers: list[MemoryObjectSendStream[Event]] = []
+        self._stored = anyio.Event()
 
     async def append(self, *events: Event) -> None:
         """Store ``events`` in one batch, then publish them.
@@ -40,6 +41,13 @@ class EventLog:
             async with self._lock:
                 await self.store.append(events)
                 self._publish(events)
+                self._stored.set()
+                self._stored = anyio.Event()
+
+    async def wait_stored(self, timeout_s: float) -> None:
+        """Return when the next batch is stored, or after ``timeout_s`` (for long-polling readers)."""
+        with anyio.move_on_after(timeout_s):
+            await self._stored.wait()
 
     def publish_live(self, event: Event) -> None:
         """Publish an event that is not stored (a text delta)."""

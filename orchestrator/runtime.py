@@ -62,7 +62,12 @@ class Session:
         self._lock = anyio.Lock()
 
     async def run(
-        self, text: str, *, max_steps: int = DEFAULT_MAX_STEPS, retry: RetryPolicy | None = None
+        self,
+        text: str,
+        *,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        retry: RetryPolicy | None = None,
+        run_id: str | None = None,
     ) -> RunResult:
         """Answer one user message; returns when the run has a final status.
 
@@ -71,8 +76,8 @@ class Session:
         Raises:
             orchestrator.store.StoreError: the event log could not be written; the run is lost.
         """
+        run_id = run_id or new_id("r")
         async with self._lock:
-            run_id = new_id("r")
             await self.log.append(
                 RunStarted(session_id=self.id, run_id=run_id, model=self.model.name, max_steps=max_steps),
                 UserMessage(session_id=self.id, run_id=run_id, text=text),
