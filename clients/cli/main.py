@@ -62,6 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     export = sub.add_parser("export", help="print a run's events as JSONL")
     export.add_argument("run_id", help="the run id (or a unique prefix of it)")
 
+    serve = sub.add_parser("serve", help="run the Loom daemon: the MCP endpoint over streamable HTTP on 127.0.0.1")
+    serve.add_argument("--port", type=int, default=None, help="TCP port (default: $LOOM_PORT, else 7878; 0 picks one)")
+
+    sub.add_parser("mcp", help="the stdio MCP face for another agent's mcp.json (attaches to the daemon if running)")
+
     runs = sub.add_parser("runs", help="list recent runs")
     runs.add_argument("--limit", type=_positive_int, default=20, metavar="N", help="show at most N runs (default 20)")
     return parser
@@ -78,6 +83,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from clients.cli.serve import serve_builtin
 
         return serve_builtin(args.name, args.args)
+    if args.command == "serve":
+        from clients.cli.daemon import serve as serve_daemon
+
+        return serve_daemon(args)
+    if args.command == "mcp":
+        from clients.cli.stdio_face import run_stdio_face
+
+        return run_stdio_face(args)
     from clients.cli import commands
 
     if args.command == "run":
