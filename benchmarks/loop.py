@@ -170,6 +170,14 @@ class TimingStore:
         """Forward."""
         return await self.inner.list_runs(session_id, limit)
 
+    async def list_sessions(self, *, include_archived: bool = False, limit: int = 100) -> list[SessionRecord]:
+        """Forward."""
+        return await self.inner.list_sessions(include_archived=include_archived, limit=limit)
+
+    async def list_runs_with_status(self, status: str) -> list[RunRecord]:
+        """Forward."""
+        return await self.inner.list_runs_with_status(status)
+
 
 class TimingHub(Hub):
     """A hub that times argument checks and dispatches (two ``perf_counter`` calls each)."""

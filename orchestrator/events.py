@@ -15,10 +15,10 @@ from pydantic import BaseModel, Field, TypeAdapter
 
 from orchestrator.messages import Message, Usage
 
-RunStatus = Literal["queued", "running", "completed", "failed", "cancelled", "interrupted"]
+RunStatus = Literal["queued", "running", "awaiting_approval", "completed", "failed", "cancelled", "interrupted"]
 """Where a run is in its life; the last four are final."""
 
-FailureKind = Literal["invalid_arguments", "unknown_tool", "server_unavailable", "timed_out", "tool_error"]
+FailureKind = Literal["invalid_arguments", "unknown_tool", "server_unavailable", "timed_out", "tool_error", "denied"]
 """Why a tool call failed, in terms a user (and a retry policy) can act on."""
 
 
@@ -36,6 +36,14 @@ class SessionCreated(_EventBase):
     type: Literal["session_created"] = "session_created"
     cwd: str
     model: str
+    mode: str = "bypass"
+    """Policy mode: ``ask`` (tools that are not read-only wait for approval), ``plan`` or ``bypass``."""
+
+
+class SessionArchived(_EventBase):
+    """The session was archived: hidden from lists, kept in the store (Loom never deletes sessions)."""
+
+    type: Literal["session_archived"] = "session_archived"
 
 
 class RunStarted(_EventBase):
@@ -122,6 +130,29 @@ class ToolCallFinished(_EventBase):
     duration_ms: float
 
 
+class ApprovalRequested(_EventBase):
+    """A tool call waits for a decision; any attached client may give it."""
+
+    type: Literal["approval_requested"] = "approval_requested"
+    run_id: str
+    approval_id: str
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    reason: str
+
+
+class ApprovalDecided(_EventBase):
+    """A pending approval was decided; the first decision wins."""
+
+    type: Literal["approval_decided"] = "approval_decided"
+    run_id: str
+    approval_id: str
+    decision: Literal["approve_once", "approve_session", "deny"]
+    reason: str = ""
+    decided_by: str
+
+
 class ServerFailed(_EventBase):
     """An MCP server could not be started or stopped answering; its tools now return errors."""
 
@@ -144,6 +175,7 @@ class RunFinished(_EventBase):
 
 Event = Annotated[
     SessionCreated
+    | SessionArchived
     | RunStarted
     | UserMessage
     | Notice
@@ -152,6 +184,8 @@ Event = Annotated[
     | AssistantMessage
     | ToolCallStarted
     | ToolCallFinished
+    | ApprovalRequested
+    | ApprovalDecided
     | ServerFailed
     | RunFinished,
     Field(discriminator="type"),

@@ -1,8 +1,8 @@
-"""The orchestrator's MCP face: tools another agent (or Loom's own clients) use to drive sessions.
+"""The orchestrator's MCP face: the tools other agents (and Loom's own clients) drive sessions with.
 
-A first slice of the driving API: create a session, send it a message (returns at once, or waits up
-to ``wait_s``), read its events from a cursor with long-polling, get and cancel runs. Every call is
-bounded; handles are plain ids. Results are structured and read well on their own.
+Every call is bounded (``wait_s`` at most :data:`MAX_WAIT_S`); handles are plain ids that survive
+reconnects and restarts; results are structured and read well on their own, because Claude Code and
+Codex show their model the structured content rather than the text.
 """
 
 from __future__ import annotations
@@ -11,118 +11,222 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from orchestrator.host import HostError, RunHandle, SessionHost
+from orchestrator.approvals import PendingApproval
+from orchestrator.events import Event
+from orchestrator.host import HostError, RunView, SessionHost
 from orchestrator.models import ModelSpecError, default_model_spec, resolve_model
+from orchestrator.store import SessionRecord
 
 MAX_WAIT_S = 60.0
-"""No call blocks longer than this; poll again to keep waiting."""
+"""No call blocks longer than this; call again to keep waiting."""
+
+_READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 
 
 class SessionInfo(BaseModel):
-    """A session handle."""
+    """A session: its id is the handle for every other call."""
 
     session_id: str
     cwd: str
     model: str
+    mode: str
+    archived: bool
+    last_seq: int
+    """The newest event's seq; read_events(after_seq=last_seq) waits for what comes next."""
+
+
+class SessionList(BaseModel):
+    """Sessions, newest first."""
+
+    sessions: list[SessionInfo]
 
 
 class RunInfo(BaseModel):
-    """Where a run is; ``final_text`` is the answer once ``status`` is final."""
+    """Where a run is. ``final_text`` is the answer once ``status`` is completed."""
 
     run_id: str
     session_id: str
     status: str
+    """running, awaiting_approval, completed, failed, cancelled or interrupted."""
     reason: str = ""
     final_text: str = ""
+    pending_approvals: list[str] = Field(default_factory=list)
+    """Ids to pass to decide_approval while the run waits for one."""
 
 
 class EventPage(BaseModel):
-    """Stored events after a cursor; pass ``next_after_seq`` back to continue without gap or duplicate."""
+    """Stored events after a cursor; pass ``next_after_seq`` back to continue with no gap or duplicate."""
 
     session_id: str
     events: list[dict[str, Any]]
     next_after_seq: int
 
 
-def _info(handle: RunHandle) -> RunInfo:
-    result = handle.result
-    return RunInfo(
-        run_id=handle.run_id,
-        session_id=handle.session_id,
-        status=handle.status,
-        reason=result.reason if result else "",
-        final_text=result.final_text if result else "",
+class ApprovalInfo(BaseModel):
+    """A tool call waiting for (or given) a decision."""
+
+    approval_id: str
+    session_id: str
+    run_id: str
+    tool: str
+    arguments: dict[str, Any]
+    reason: str
+    decision: str | None = None
+    decided_by: str = ""
+
+
+class ApprovalList(BaseModel):
+    """Pending approvals, oldest first."""
+
+    approvals: list[ApprovalInfo]
+
+
+def _session(record: SessionRecord) -> SessionInfo:
+    return SessionInfo(
+        session_id=record.id,
+        cwd=record.cwd,
+        model=record.model,
+        mode=record.mode,
+        archived=record.archived,
+        last_seq=record.last_seq,
+    )
+
+
+def _approval(p: PendingApproval) -> ApprovalInfo:
+    return ApprovalInfo(
+        approval_id=p.approval_id,
+        session_id=p.session_id,
+        run_id=p.run_id,
+        tool=p.tool,
+        arguments=p.arguments,
+        reason=p.reason,
+        decision=p.decision,
+        decided_by=p.decided_by,
     )
 
 
 def build_face(host: SessionHost) -> MCPServer:
     """An MCP server over ``host``."""
     face = MCPServer(
-        "loom", instructions="Drive Loom agent sessions: create, send, follow, cancel.", log_level="WARNING"
+        "loom",
+        instructions=(
+            "Drive Loom agent sessions. create_session, then send_message (returns at once; poll get_run "
+            "or read_events with wait_s). Runs in mode 'ask' wait for approvals: list_approvals, decide_approval."
+        ),
+        log_level="WARNING",
     )
-    read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+
+    async def run_info(view: RunView) -> RunInfo:
+        pending = [p.approval_id for p in host.pending(run_id=view.run_id)]
+        return RunInfo(
+            run_id=view.run_id,
+            session_id=view.session_id,
+            status=view.status,
+            reason=view.reason,
+            final_text=view.final_text,
+            pending_approvals=pending,
+        )
+
+    async def wait_for_run(run_id: str, wait_s: float, ctx: Context) -> RunInfo:
+        """Wait up to wait_s for the run to end or to need an approval, reporting progress as events arrive."""
+        view = await host.view(run_id)
+        deadline = anyio.current_time() + wait_s
+        seen = 0
+        while view.status == "running" and anyio.current_time() < deadline:
+            with anyio.move_on_after(min(1.0, deadline - anyio.current_time())):
+                await host.wait(run_id, deadline - anyio.current_time())
+            events = await host.runtime.log.store.read_events(view.session_id, run_id=run_id, after_seq=seen)
+            for event in events:
+                seen = event.seq or seen
+                await ctx.report_progress(seen, None, _summary(event))
+            view = await host.view(run_id)
+        return await run_info(view)
 
     @face.tool()
-    async def create_session(cwd: str, model: str | None = None) -> SessionInfo:
-        """Create an agent session working in directory ``cwd`` (model as PROVIDER:NAME; default as configured)."""
+    async def create_session(cwd: str, model: str | None = None, mode: str = "ask") -> SessionInfo:
+        """Create an agent session working in directory ``cwd``.
+
+        model: PROVIDER:NAME (anthropic:..., openai:..., scripted:PATH); default as configured.
+        mode: 'ask' (tools that may change things wait for approval), 'plan' (read-only) or 'bypass'.
+        """
         try:
             chosen = resolve_model(model or default_model_spec(), base_dir=Path(cwd))
-            session = await host.create_session(Path(cwd), chosen)
+            session = await host.create_session(Path(cwd), chosen, mode)
+            return _session(await host.record(session.id))
         except (HostError, ModelSpecError) as exc:
             raise ToolError(str(exc)) from exc
-        return SessionInfo(session_id=session.id, cwd=str(session.cwd), model=session.model.name)
+
+    @face.tool(annotations=_READ_ONLY)
+    async def list_sessions(include_archived: bool = False) -> SessionList:
+        """Sessions, newest first."""
+        return SessionList(sessions=[_session(r) for r in await host.list_sessions(include_archived)])
+
+    @face.tool(annotations=_READ_ONLY)
+    async def get_session(session_id: str) -> SessionInfo:
+        """One session's state, including the seq of its newest event."""
+        try:
+            return _session(await host.record(session_id))
+        except HostError as exc:
+            raise ToolError(str(exc)) from exc
+
+    @face.tool()
+    async def archive_session(session_id: str) -> SessionInfo:
+        """Archive a session: hidden from list_sessions, kept in the store (never deleted)."""
+        try:
+            return _session(await host.archive(session_id))
+        except HostError as exc:
+            raise ToolError(str(exc)) from exc
 
     @face.tool()
     async def send_message(
         session_id: str,
         text: str,
+        ctx: Context,
         wait_s: float = Field(0.0, ge=0, le=MAX_WAIT_S),
         max_steps: int = Field(50, ge=1, le=1000),
     ) -> RunInfo:
-        """Start a run answering ``text``; returns at once, or after up to ``wait_s`` seconds if it finishes."""
+        """Start a run answering ``text``; returns at once, or waits up to ``wait_s`` s for its end or an approval."""
         try:
-            handle = host.start_run(session_id, text, max_steps)
+            handle = await host.start_run(session_id, text, max_steps)
+            return await wait_for_run(handle.run_id, wait_s, ctx)
         except HostError as exc:
             raise ToolError(str(exc)) from exc
-        await host.wait(handle, wait_s)
-        return _info(handle)
 
-    @face.tool(annotations=read_only)
-    async def get_run(run_id: str, wait_s: float = Field(0.0, ge=0, le=MAX_WAIT_S)) -> RunInfo:
-        """A run's status and, once finished, its final answer; ``wait_s`` long-polls for the end."""
+    @face.tool(annotations=_READ_ONLY)
+    async def get_run(run_id: str, ctx: Context, wait_s: float = Field(0.0, ge=0, le=MAX_WAIT_S)) -> RunInfo:
+        """A run's status and, once completed, its final answer; ``wait_s`` waits for the end."""
         try:
-            handle = host.run(run_id)
+            return await wait_for_run(run_id, wait_s, ctx)
         except HostError as exc:
             raise ToolError(str(exc)) from exc
-        await host.wait(handle, wait_s)
-        return _info(handle)
 
     @face.tool()
     async def cancel_run(run_id: str) -> RunInfo:
         """Cancel a run; it is recorded as cancelled."""
         try:
-            handle = host.run(run_id)
+            return await run_info(await host.cancel(run_id))
         except HostError as exc:
             raise ToolError(str(exc)) from exc
-        handle.scope.cancel()
-        await host.wait(handle, 10.0)
-        return _info(handle)
 
-    @face.tool(annotations=read_only)
+    @face.tool(annotations=_READ_ONLY)
     async def read_events(
         session_id: str,
+        ctx: Context,
         after_seq: int = Field(0, ge=0),
         wait_s: float = Field(0.0, ge=0, le=MAX_WAIT_S),
         limit: int = Field(200, ge=1, le=1000),
     ) -> EventPage:
-        """Stored events of a session with seq > ``after_seq``; waits up to ``wait_s`` when none are new yet."""
+        """Events of a session with seq > ``after_seq``, waiting up to ``wait_s`` for new ones.
+
+        Every client gets the same sequence: replay, then live, with no gap and no duplicate.
+        """
         try:
-            host.session(session_id)
+            await host.record(session_id)
         except HostError as exc:
             raise ToolError(str(exc)) from exc
         log = host.runtime.log
@@ -134,4 +238,36 @@ def build_face(host: SessionHost) -> MCPServer:
         last = events[-1].seq if events and events[-1].seq is not None else after_seq
         return EventPage(session_id=session_id, events=[e.model_dump(mode="json") for e in events], next_after_seq=last)
 
+    @face.tool(annotations=_READ_ONLY)
+    async def list_approvals(session_id: str | None = None) -> ApprovalList:
+        """Tool calls waiting for a decision (all sessions, or one)."""
+        return ApprovalList(approvals=[_approval(p) for p in host.pending(session_id=session_id)])
+
+    @face.tool()
+    async def decide_approval(
+        approval_id: str, decision: str, ctx: Context, reason: str = "", decided_by: str = ""
+    ) -> ApprovalInfo:
+        """Decide a pending approval; the first decision wins.
+
+        decision: 'approve_once', 'approve_session' (this tool for the rest of the session) or 'deny'
+        (the reason is shown to the model).
+        """
+        who = decided_by or _client_name(ctx)
+        try:
+            return _approval(await host.decide(approval_id, decision, reason, who))
+        except HostError as exc:
+            raise ToolError(str(exc)) from exc
+
     return face
+
+
+def _client_name(ctx: Context) -> str:
+    params = getattr(ctx.session, "client_params", None)
+    info = getattr(params, "client_info", None)
+    name = getattr(info, "name", None)
+    return f"mcp:{name}" if isinstance(name, str) and name else "mcp-client"
+
+
+def _summary(event: Event) -> str:
+    tool = getattr(event, "tool", None)
+    return f"{event.type} {tool}" if tool else event.type

@@ -1,24 +1,42 @@
 """The session host: long-lived sessions whose runs go on in the background.
 
-The MCP face (:mod:`orchestrator.face`) drives this; nothing here knows about MCP. Each session's
-tools stay connected until the host closes; each run is a task in the host's task group with its own
-cancel scope, so a call that starts a run returns at once and another call can cancel it.
+The MCP face (:mod:`orchestrator.face`) drives this; nothing here knows about MCP. Each open
+session's tools stay connected until the host closes, in a task the host owns (a hub holds task
+groups, which must be entered and left in one task). Each run is a task with its own cancel scope,
+so a call that starts a run returns at once and another call can cancel it.
+
+Sessions and runs are plain ids that survive restarts: a session not open in this process is
+reopened from the store (history rebuilt from its events), and runs are read from the store. On
+start, runs a crash left ``running`` are marked ``interrupted``; on close, runs still going are
+recorded as ``interrupted`` too.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import Self, cast
 
 import anyio
 from anyio.abc import TaskGroup
 
-from orchestrator.events import RunStatus
+from orchestrator.approvals import MODES, ApprovalError, Decision, PendingApproval
+from orchestrator.events import RunStatus, SessionArchived
 from orchestrator.models.base import Model
 from orchestrator.runtime import RunResult, Runtime, Session, new_id
+from orchestrator.store import RunRecord, SessionRecord
+
+ModelResolver = Callable[[str, Path], Model]
+"""Builds the model named by a stored spec, for sessions reopened from the store."""
+
+
+def _resolve(spec: str, cwd: Path) -> Model:
+    from orchestrator.models import resolve_model
+
+    return resolve_model(spec, base_dir=cwd)
 
 
 class HostError(Exception):
@@ -27,7 +45,7 @@ class HostError(Exception):
 
 @dataclass
 class RunHandle:
-    """A run as the host tracks it."""
+    """A run started in this process."""
 
     run_id: str
     session_id: str
@@ -37,85 +55,147 @@ class RunHandle:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
 
 
+@dataclass(frozen=True, slots=True)
+class RunView:
+    """A run as a client sees it, whether it started in this process or before a restart."""
+
+    run_id: str
+    session_id: str
+    status: str
+    reason: str
+    final_text: str
+
+
 class SessionHost:
     """Owns sessions and their background runs for the life of one runtime."""
 
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, resolve_model: ModelResolver | None = None) -> None:
         self.runtime = runtime
         self.sessions: dict[str, Session] = {}
         self.runs: dict[str, RunHandle] = {}
+        self._resolve_model: ModelResolver = resolve_model or _resolve
         self._exit = contextlib.AsyncExitStack()
         self._tg: TaskGroup | None = None
         self._closing = anyio.Event()
+        self._opening = anyio.Lock()
 
     async def __aenter__(self) -> Self:
         self._tg = await self._exit.enter_async_context(anyio.create_task_group())
+        await self.runtime.mark_interrupted()
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        for session in self.sessions.values():
+            session.stopping = "Loom stopped during this run (shutdown); its events up to then are kept"
         for handle in self.runs.values():
             handle.scope.cancel()
         self._closing.set()
         await self._exit.__aexit__(exc_type, exc, tb)
 
-    async def create_session(self, cwd: Path, model: Model) -> Session:
-        """Open a session whose tools stay connected until the host closes.
+    # -- sessions ------------------------------------------------------------------------------------
+
+    async def create_session(self, cwd: Path, model: Model, mode: str = "ask") -> Session:
+        """Open a new session whose tools stay connected until the host closes.
 
         Raises:
-            HostError: ``cwd`` is not a directory.
+            HostError: ``cwd`` is not a directory, or ``mode`` is unknown.
         """
+        if mode not in MODES:
+            raise HostError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
         path = anyio.Path(cwd)
         if not await path.is_dir():
             raise HostError(f"{cwd} is not a directory; pass an existing working directory")
-        resolved = Path(await path.resolve())
+        return await self._open(Path(await path.resolve()), model, mode, None)
+
+    async def _open(self, cwd: Path, model: Model, mode: str, session_id: str | None) -> Session:
         assert self._tg is not None, "the host is not open"
-        # The session's hub holds task groups, which must be entered and left in one task: a task
-        # owned by the host, not the request that asked for the session.
         opened: list[Session] = []
         ready = anyio.Event()
-        self._tg.start_soon(self._own_session, resolved, model, opened, ready)
+        self._tg.start_soon(self._own_session, cwd, model, mode, session_id, opened, ready)
         await ready.wait()
         if not opened:
             raise HostError(f"could not open a session in {cwd}; see the Loom log")
         self.sessions[opened[0].id] = opened[0]
         return opened[0]
 
-    async def _own_session(self, cwd: Path, model: Model, opened: list[Session], ready: anyio.Event) -> None:
+    async def _own_session(
+        self,
+        cwd: Path,
+        model: Model,
+        mode: str,
+        session_id: str | None,
+        opened: list[Session],
+        ready: anyio.Event,
+    ) -> None:
         try:
-            async with self.runtime.open_session(cwd, model) as session:
+            async with self.runtime.open_session(cwd, model, mode=mode, session_id=session_id) as session:
                 opened.append(session)
                 ready.set()
                 await self._closing.wait()
         finally:
             ready.set()
 
-    def session(self, session_id: str) -> Session:
-        """Look a session up.
+    async def session(self, session_id: str) -> Session:
+        """An open session, reopening it from the store if this process has not opened it yet.
+
+        Raises:
+            HostError: no such session, or it is archived, or its directory or model is gone.
+        """
+        if session_id in self.sessions:
+            return self.sessions[session_id]
+        async with self._opening:
+            if session_id in self.sessions:
+                return self.sessions[session_id]
+            record = await self.record(session_id)
+            if record.archived:
+                raise HostError(f"session {session_id!r} is archived; create a new session")
+            if not await anyio.Path(record.cwd).is_dir():
+                raise HostError(f"session {session_id!r} works in {record.cwd}, which no longer exists")
+            try:
+                model = self._resolve_model(record.model, Path(record.cwd))
+            except ValueError as exc:
+                raise HostError(f"cannot reopen session {session_id!r}: {exc}") from exc
+            return await self._open(Path(record.cwd), model, record.mode, session_id)
+
+    async def record(self, session_id: str) -> SessionRecord:
+        """A session's stored record.
 
         Raises:
             HostError: no such session.
         """
-        try:
-            return self.sessions[session_id]
-        except KeyError:
-            raise HostError(f"no session {session_id!r}; create_session makes one") from None
+        record = await self.runtime.log.store.get_session(session_id)
+        if record is None:
+            raise HostError(f"no session {session_id!r}; list_sessions shows the existing ones")
+        return record
 
-    def run(self, run_id: str) -> RunHandle:
-        """Look a run up.
+    async def list_sessions(self, include_archived: bool = False) -> list[SessionRecord]:
+        """Sessions in the store, newest first."""
+        return await self.runtime.log.store.list_sessions(include_archived=include_archived)
+
+    async def archive(self, session_id: str) -> SessionRecord:
+        """Archive a session (hidden from lists, never deleted).
 
         Raises:
-            HostError: no such run.
+            HostError: no such session, or a run of it is still going.
         """
-        try:
-            return self.runs[run_id]
-        except KeyError:
-            raise HostError(f"no run {run_id!r} in this runtime") from None
+        record = await self.record(session_id)
+        if any(h.session_id == session_id and not h.done.is_set() for h in self.runs.values()):
+            raise HostError(f"session {session_id!r} has a run in progress; cancel it first")
+        if not record.archived:
+            await self.runtime.log.append(SessionArchived(session_id=session_id))
+        return await self.record(session_id)
 
-    def start_run(self, session_id: str, text: str, max_steps: int) -> RunHandle:
-        """Start a run in the background and return its handle at once."""
-        session = self.session(session_id)
+    # -- runs ----------------------------------------------------------------------------------------
+
+    async def start_run(self, session_id: str, text: str, max_steps: int) -> RunHandle:
+        """Start a run in the background and return its handle at once.
+
+        Raises:
+            HostError: the session cannot be used.
+        """
+        session = await self.session(session_id)
         assert self._tg is not None, "the host is not open"
         handle = RunHandle(run_id=new_id("r"), session_id=session.id)
         self.runs[handle.run_id] = handle
@@ -126,16 +206,84 @@ class SessionHost:
         try:
             with handle.scope:
                 handle.result = await session.run(text, max_steps=max_steps, run_id=handle.run_id)
-                handle.status = "completed" if handle.result.status == "completed" else "failed"
             if handle.scope.cancelled_caught:
-                handle.status = "cancelled"
+                handle.status = "interrupted" if session.stopping else "cancelled"
+            elif handle.result is not None:
+                handle.status = "completed" if handle.result.status == "completed" else "failed"
         except Exception as exc:  # a store failure ends this run, never the host
             handle.status = "failed"
             handle.result = RunResult(handle.run_id, "failed", f"{type(exc).__name__}: {exc}", "", 0)
         finally:
             handle.done.set()
 
-    async def wait(self, handle: RunHandle, timeout_s: float) -> None:
-        """Wait up to ``timeout_s`` for a run to end."""
+    async def view(self, run_id: str) -> RunView:
+        """A run's current state, from this process or the store.
+
+        Raises:
+            HostError: no such run.
+        """
+        handle = self.runs.get(run_id)
+        if handle is not None:
+            status: str = handle.status
+            if status == "running" and self.pending(run_id=run_id):
+                status = "awaiting_approval"
+            result = handle.result
+            return RunView(
+                run_id, handle.session_id, status, result.reason if result else "", result.final_text if result else ""
+            )
+        record: RunRecord | None = await self.runtime.log.store.get_run(run_id)
+        if record is None:
+            raise HostError(f"no run {run_id!r}; read_events or list_sessions show the existing ones")
+        return RunView(record.id, record.session_id, record.status, record.reason, record.final_text)
+
+    async def wait(self, run_id: str, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for a run of this process to end (returns at once for others)."""
+        handle = self.runs.get(run_id)
+        if handle is None:
+            return
         with anyio.move_on_after(timeout_s):
             await handle.done.wait()
+
+    async def cancel(self, run_id: str) -> RunView:
+        """Cancel a run and wait (bounded) until it is recorded.
+
+        Raises:
+            HostError: no such run.
+        """
+        handle = self.runs.get(run_id)
+        if handle is None:
+            return await self.view(run_id)  # finished before this process, nothing to cancel
+        handle.scope.cancel()
+        with anyio.move_on_after(10):
+            await handle.done.wait()
+        return await self.view(run_id)
+
+    # -- approvals -----------------------------------------------------------------------------------
+
+    def pending(self, *, session_id: str | None = None, run_id: str | None = None) -> list[PendingApproval]:
+        """Approvals waiting for a decision, oldest first."""
+        found = [
+            p
+            for s in self.sessions.values()
+            if session_id is None or s.id == session_id
+            for p in s.approvals.pending.values()
+            if p.decision is None and (run_id is None or p.run_id == run_id)
+        ]
+        return found
+
+    async def decide(self, approval_id: str, decision: str, reason: str, decided_by: str) -> PendingApproval:
+        """Decide a pending approval; the first decision wins.
+
+        Raises:
+            HostError: unknown or already decided approval, or an unknown decision.
+        """
+        if decision not in ("approve_once", "approve_session", "deny"):
+            raise HostError(f"unknown decision {decision!r}; use approve_once, approve_session or deny")
+        chosen = cast(Decision, decision)
+        for session in self.sessions.values():
+            if approval_id in session.approvals.pending:
+                try:
+                    return await session.approvals.decide(approval_id, chosen, reason, decided_by)
+                except ApprovalError as exc:
+                    raise HostError(str(exc)) from exc
+        raise HostError(f"approval {approval_id!r} is not pending (unknown, or already decided)")

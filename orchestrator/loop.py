@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import anyio
 import anyio.lowlevel
 
+from orchestrator.approvals import Approvals
 from orchestrator.eventlog import EventLog
 from orchestrator.events import AssistantMessage, RunStatus, TextDelta, ToolCallFinished, ToolCallStarted
 from orchestrator.hub import Hub, ToolOutcome
@@ -36,6 +37,8 @@ class RunContext:
     history: list[Message]
     max_steps: int
     step: int = 0
+    approvals: Approvals | None = None
+    """The session's approvals; None runs every valid call (no policy)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,20 +69,27 @@ async def run_loop(ctx: RunContext) -> LoopResult:
         ctx.history.append(message)
         final_text = message.text or final_text
         uses = message.tool_uses
-        approved, refused = await _check_calls(ctx, uses)
-        await ctx.log.append(
-            AssistantMessage(
-                session_id=ctx.session_id,
-                run_id=ctx.run_id,
-                step=ctx.step,
-                message=message,
-                stop_reason=response.stop_reason,
-                usage=response.usage,
-                duration_ms=model_ms,
-            ),
-            *(_started(ctx, use) for use in approved),
-            *(_finished(ctx, use, outcome, 0.0) for use, outcome in refused),
+        approved, refused, to_ask = await _check_calls(ctx, uses)
+        assistant = AssistantMessage(
+            session_id=ctx.session_id,
+            run_id=ctx.run_id,
+            step=ctx.step,
+            message=message,
+            stop_reason=response.stop_reason,
+            usage=response.usage,
+            duration_ms=model_ms,
         )
+        refusals = [_finished(ctx, use, outcome, 0.0) for use, outcome in refused]
+        if not to_ask:  # the hot path: one store batch per step
+            await ctx.log.append(assistant, *(_started(ctx, use) for use in approved), *refusals)
+        else:
+            await ctx.log.append(assistant, *refusals)
+            allowed, denied = await _ask(ctx, to_ask)
+            approved = [u for u in uses if u in approved or u in allowed]
+            refused.extend(denied)
+            await ctx.log.append(
+                *(_started(ctx, use) for use in approved), *(_finished(ctx, u, o, 0.0) for u, o in denied)
+            )
         if not uses:
             await anyio.lowlevel.checkpoint_if_cancelled()
             return LoopResult("completed", response.stop_reason, final_text, ctx.step)
@@ -107,17 +117,47 @@ async def _model_step(ctx: RunContext, tools: list[ToolSpec]) -> tuple[ModelResp
 
 async def _check_calls(
     ctx: RunContext, uses: list[ToolUseBlock]
-) -> tuple[list[ToolUseBlock], list[tuple[ToolUseBlock, ToolOutcome]]]:
-    """Split the calls into those that may run and those refused up front (unknown tool, bad arguments)."""
+) -> tuple[list[ToolUseBlock], list[tuple[ToolUseBlock, ToolOutcome]], list[tuple[ToolUseBlock, str]]]:
+    """Sort the calls: may run, refused up front (unknown tool, bad arguments, policy), or to ask about."""
     approved: list[ToolUseBlock] = []
     refused: list[tuple[ToolUseBlock, ToolOutcome]] = []
+    to_ask: list[tuple[ToolUseBlock, str]] = []
     for use in uses:
         problem = await ctx.hub.check(use.name, use.input)
-        if problem is None:
+        tool = ctx.hub.tool(use.name)
+        if problem is not None or tool is None:
+            refused.append((use, problem or ToolOutcome(f"unknown tool {use.name!r}", True, "unknown_tool")))
+            continue
+        verdict, why = ctx.approvals.verdict(tool) if ctx.approvals is not None else ("allow", "")
+        if verdict == "allow":
             approved.append(use)
+        elif verdict == "deny":
+            refused.append((use, ToolOutcome(why, True, "denied")))
         else:
-            refused.append((use, problem))
-    return approved, refused
+            to_ask.append((use, why))
+    return approved, refused, to_ask
+
+
+async def _ask(
+    ctx: RunContext, to_ask: list[tuple[ToolUseBlock, str]]
+) -> tuple[list[ToolUseBlock], list[tuple[ToolUseBlock, ToolOutcome]]]:
+    """Request every approval at once and wait (without a timeout) for all the decisions."""
+    approvals = ctx.approvals
+    assert approvals is not None
+    allowed: list[ToolUseBlock] = []
+    denied: list[tuple[ToolUseBlock, ToolOutcome]] = []
+
+    async def one(use: ToolUseBlock, reason: str) -> None:
+        ok, message = await approvals.ask(ctx.run_id, use.id, use.name, use.input, reason)
+        if ok:
+            allowed.append(use)
+        else:
+            denied.append((use, ToolOutcome(message, True, "denied")))
+
+    async with anyio.create_task_group() as tg:
+        for use, reason in to_ask:
+            tg.start_soon(one, use, reason)
+    return allowed, denied
 
 
 async def _run_tools(

@@ -17,10 +17,12 @@ from pathlib import Path
 
 import anyio
 
+from orchestrator.approvals import Approvals
 from orchestrator.config import ServerConfig
 from orchestrator.context import system_prompt
 from orchestrator.eventlog import EventLog
 from orchestrator.events import ModelRetry, Notice, RunFinished, RunStarted, ServerFailed, SessionCreated, UserMessage
+from orchestrator.history import rebuild_history
 from orchestrator.hub import Hub
 from orchestrator.loop import LoopResult, RunContext, run_loop
 from orchestrator.messages import Message, TextBlock
@@ -52,13 +54,26 @@ class RunResult:
 class Session:
     """One conversation: history, model and tools. Runs are serialised."""
 
-    def __init__(self, session_id: str, cwd: Path, model: Model, hub: Hub, log: EventLog) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        cwd: Path,
+        model: Model,
+        hub: Hub,
+        log: EventLog,
+        *,
+        mode: str = "bypass",
+        history: list[Message] | None = None,
+    ) -> None:
         self.id = session_id
         self.cwd = cwd
         self.model = model
         self.hub = hub
         self.log = log
-        self.history: list[Message] = []
+        self.history: list[Message] = history if history is not None else []
+        self.approvals = Approvals(session_id, log, mode)
+        self.stopping: str | None = None
+        """Set when the runtime is shutting down: a run cancelled then is ``interrupted``, not ``cancelled``."""
         self._lock = anyio.Lock()
 
     async def run(
@@ -92,13 +107,19 @@ class Session:
                 system=system_prompt(self.cwd),
                 history=self.history,
                 max_steps=max_steps,
+                approvals=self.approvals,
             )
             ctx.model = self._retrying(ctx, retry)
             try:
                 result = await run_loop(ctx)
             except anyio.get_cancelled_exc_class():
+                ended = (
+                    LoopResult("interrupted", self.stopping, "", ctx.step)
+                    if self.stopping
+                    else LoopResult("cancelled", "cancelled", "", ctx.step)
+                )
                 with anyio.CancelScope(shield=True):
-                    await self._finish(ctx, LoopResult("cancelled", "cancelled", "", ctx.step))
+                    await self._finish(ctx, ended)
                 raise
             except ModelError as exc:
                 result = LoopResult("failed", f"model error: {exc}", "", ctx.step)
@@ -147,12 +168,21 @@ class Runtime:
         self.servers = tuple(servers)
 
     @contextlib.asynccontextmanager
-    async def open_session(self, cwd: Path, model: Model, *, notice: str = "") -> AsyncIterator[Session]:
-        """Create a session working in ``cwd`` and connect its tools; disconnect them on exit."""
+    async def open_session(
+        self, cwd: Path, model: Model, *, notice: str = "", mode: str = "bypass", session_id: str | None = None
+    ) -> AsyncIterator[Session]:
+        """Create a session working in ``cwd`` (or reopen ``session_id`` from the store) and connect its tools.
+
+        The tools are disconnected when the context exits; the session itself stays in the store.
+        """
         from servers import fs, shell
 
-        session_id = new_id("s")
-        await self.log.append(SessionCreated(session_id=session_id, cwd=str(cwd), model=model.name))
+        history: list[Message] = []
+        if session_id is None:
+            session_id = new_id("s")
+            await self.log.append(SessionCreated(session_id=session_id, cwd=str(cwd), model=model.name, mode=mode))
+        else:
+            history = rebuild_history(await self.log.store.read_events(session_id))
         if notice:
             await self.log.append(Notice(session_id=session_id, text=notice))
 
@@ -162,4 +192,25 @@ class Runtime:
         internal = {"fs": fs.build_server([cwd]), "shell": shell.build_server(cwd)}
         hub = Hub(internal, self.servers, log_dir=self.home / "logs", on_failure=on_failure)
         async with hub:
-            yield Session(session_id, cwd, model, hub, self.log)
+            yield Session(session_id, cwd, model, hub, self.log, mode=mode, history=history)
+
+    async def mark_interrupted(self) -> list[str]:
+        """Record every run the store still shows as running as ``interrupted`` (after a crash).
+
+        Returns:
+            The ids of the runs marked.
+        """
+        marked = []
+        for run in await self.log.store.list_runs_with_status("running"):
+            await self.log.append(
+                RunFinished(
+                    session_id=run.session_id,
+                    run_id=run.id,
+                    status="interrupted",
+                    reason="Loom stopped during this run (crash or kill); its events up to then are kept",
+                    final_text="",
+                    steps=0,
+                )
+            )
+            marked.append(run.id)
+        return marked

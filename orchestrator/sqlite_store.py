@@ -16,15 +16,16 @@ from typing import Any, Self
 import aiosqlite
 import anyio
 
-from orchestrator.events import EVENT_ADAPTER, Event, RunFinished, RunStarted, SessionCreated
+from orchestrator.events import EVENT_ADAPTER, Event, RunFinished, RunStarted, SessionArchived, SessionCreated
 from orchestrator.store import RunRecord, SessionRecord, StoreError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS sessions (
-    id TEXT PRIMARY KEY, created REAL NOT NULL, cwd TEXT NOT NULL, model TEXT NOT NULL
+    id TEXT PRIMARY KEY, created REAL NOT NULL, cwd TEXT NOT NULL, model TEXT NOT NULL,
+    mode TEXT NOT NULL DEFAULT 'bypass', archived INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY, session_id TEXT NOT NULL, started REAL NOT NULL, finished REAL,
@@ -39,6 +40,14 @@ CREATE TABLE IF NOT EXISTS events (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS events_by_run ON events (run_id, seq);
 """
+
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    2: (
+        "ALTER TABLE sessions ADD COLUMN mode TEXT NOT NULL DEFAULT 'bypass'",
+        "ALTER TABLE sessions ADD COLUMN archived INTEGER NOT NULL DEFAULT 0",
+    ),
+}
+"""Statements that bring a database from the previous schema version to the key's version."""
 
 _AUTOCHECKPOINT_PAGES = 20_000
 
@@ -99,10 +108,22 @@ class SqliteStore:
             row = await cur.fetchone()
         if row is None:
             await self._db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        elif int(row[0]) > SCHEMA_VERSION:
+            return
+        found = int(row[0])
+        if found > SCHEMA_VERSION:
             raise StoreError(
-                f"the database was written by a newer Loom (schema {row[0]} > {SCHEMA_VERSION}); upgrade Loom"
+                f"the database was written by a newer Loom (schema {found} > {SCHEMA_VERSION}); upgrade Loom"
             )
+        for version in range(found + 1, SCHEMA_VERSION + 1):
+            await self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _MIGRATIONS[version]:
+                    await self._db.execute(statement)
+                await self._db.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(version),))
+                await self._db.execute("COMMIT")
+            except BaseException:
+                await self._db.execute("ROLLBACK")
+                raise
 
     async def _next_seq(self, session_id: str) -> int:
         last = self._last_seq.get(session_id)
@@ -126,7 +147,7 @@ class SqliteStore:
             planned[sid] = seq + 1
             event.seq = seq
             rows.append((sid, seq, getattr(event, "run_id", None), event.type, event.ts, event.model_dump_json()))
-        indexed = [e for e in events if isinstance(e, SessionCreated | RunStarted | RunFinished)]
+        indexed = [e for e in events if isinstance(e, SessionCreated | SessionArchived | RunStarted | RunFinished)]
         try:
             if indexed or len(rows) > _MAX_ROWS_PER_INSERT:
                 await self._append_in_transaction(rows, indexed)
@@ -153,7 +174,9 @@ class SqliteStore:
             await self._db.execute(f"INSERT INTO events VALUES {values}", [v for row in chunk for v in row])
 
     async def _append_in_transaction(
-        self, rows: list[tuple[Any, ...]], indexed: Sequence[SessionCreated | RunStarted | RunFinished]
+        self,
+        rows: list[tuple[Any, ...]],
+        indexed: Sequence[SessionCreated | SessionArchived | RunStarted | RunFinished],
     ) -> None:
         db = self._db
         await db.execute("BEGIN IMMEDIATE")
@@ -162,8 +185,11 @@ class SqliteStore:
             for event in indexed:
                 if isinstance(event, SessionCreated):
                     await db.execute(
-                        "INSERT INTO sessions VALUES (?,?,?,?)", (event.session_id, event.ts, event.cwd, event.model)
+                        "INSERT INTO sessions (id, created, cwd, model, mode) VALUES (?,?,?,?,?)",
+                        (event.session_id, event.ts, event.cwd, event.model, event.mode),
                     )
+                elif isinstance(event, SessionArchived):
+                    await db.execute("UPDATE sessions SET archived=1 WHERE id=?", (event.session_id,))
                 elif isinstance(event, RunStarted):
                     await db.execute(
                         "INSERT INTO runs (id, session_id, started, status, model) VALUES (?,?,?,?,?)",
@@ -201,12 +227,29 @@ class SqliteStore:
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         """See :meth:`orchestrator.store.Store.get_session`."""
-        sql = "SELECT id, created, cwd, model, (SELECT COALESCE(MAX(seq),0) FROM events WHERE session_id=s.id) "
-        async with self._db.execute(sql + "FROM sessions s WHERE id=?", (session_id,)) as cur:
-            row = await cur.fetchone()
-        if row is None:
-            return None
-        return SessionRecord(id=row[0], created=row[1], cwd=row[2], model=row[3], last_seq=row[4])
+        sessions = await self._select_sessions("WHERE id=?", (session_id,))
+        return sessions[0] if sessions else None
+
+    async def list_sessions(self, *, include_archived: bool = False, limit: int = 100) -> list[SessionRecord]:
+        """See :meth:`orchestrator.store.Store.list_sessions`."""
+        where = "" if include_archived else "WHERE archived=0 "
+        return await self._select_sessions(where + "ORDER BY created DESC LIMIT ?", (limit,))
+
+    async def _select_sessions(self, clause: str, params: tuple[Any, ...]) -> list[SessionRecord]:
+        sql = (
+            "SELECT id, created, cwd, model, mode, archived, "
+            "(SELECT COALESCE(MAX(seq),0) FROM events WHERE session_id=s.id) FROM sessions s " + clause
+        )
+        async with self._db.execute(sql, params) as cur:
+            rows = await cur.fetchall()
+        return [
+            SessionRecord(id=r[0], created=r[1], cwd=r[2], model=r[3], mode=r[4], archived=bool(r[5]), last_seq=r[6])
+            for r in rows
+        ]
+
+    async def list_runs_with_status(self, status: str) -> list[RunRecord]:
+        """Every run currently in ``status`` (e.g. the ``running`` ones left by a crash)."""
+        return await self._select_runs("WHERE status=? ORDER BY started", (status,))
 
     async def get_run(self, run_id: str) -> RunRecord | None:
         """See :meth:`orchestrator.store.Store.get_run`."""

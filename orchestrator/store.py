@@ -22,6 +22,8 @@ class SessionRecord(BaseModel):
     created: float
     cwd: str
     model: str
+    mode: str = "bypass"
+    archived: bool = False
     last_seq: int
 
 
@@ -66,8 +68,16 @@ class Store(Protocol):
         """One session, or None."""
         ...
 
+    async def list_sessions(self, *, include_archived: bool = False, limit: int = 100) -> list[SessionRecord]:
+        """Sessions, newest first."""
+        ...
+
     async def get_run(self, run_id: str) -> RunRecord | None:
         """One run, or None."""
+        ...
+
+    async def list_runs_with_status(self, status: str) -> list[RunRecord]:
+        """Every run currently in ``status``, oldest first."""
         ...
 
     async def list_runs(self, session_id: str | None = None, limit: int = 50) -> list[RunRecord]:

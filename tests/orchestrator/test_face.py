@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ async def face_client(tmp_path: Path, mode: str) -> AsyncIterator[Client]:
             yield client
 
 
-def script(tmp_path: Path, turns: list[dict[str, Any]]) -> str:
+def script(tmp_path: Path, turns: Sequence[Mapping[str, Any]]) -> str:
     path = tmp_path / "script.json"
     path.write_text(json.dumps({"turns": turns}))
     return f"scripted:{path}"
@@ -52,7 +52,7 @@ async def test_a_driver_runs_a_session_and_follows_its_events(tmp_path: Path, mo
         ],
     )
     async with face_client(tmp_path, mode) as client:
-        session = await call(client, "create_session", cwd=str(tmp_path / "work"), model=model)
+        session = await call(client, "create_session", cwd=str(tmp_path / "work"), model=model, mode="bypass")
         run = await call(client, "send_message", session_id=session["session_id"], text="go", wait_s=10)
         page = await call(client, "read_events", session_id=session["session_id"])
         more = await call(client, "read_events", session_id=session["session_id"], after_seq=page["next_after_seq"])
@@ -82,5 +82,103 @@ async def test_unknown_ids_and_bad_directories_are_clear_errors(tmp_path: Path) 
         bad_session = await client.call_tool("send_message", {"session_id": "s_nope", "text": "hi"})
         bad_cwd = await client.call_tool("create_session", {"cwd": str(tmp_path / "missing"), "model": "scripted:demo"})
     assert bad_run.is_error and "no run 'r_nope'" in bad_run.content[0].text  # type: ignore[union-attr]
-    assert bad_session.is_error and "create_session" in bad_session.content[0].text  # type: ignore[union-attr]
+    assert bad_session.is_error and "list_sessions" in bad_session.content[0].text  # type: ignore[union-attr]
     assert bad_cwd.is_error and "not a directory" in bad_cwd.content[0].text  # type: ignore[union-attr]
+
+
+WRITE_THEN_DONE: list[dict[str, Any]] = [
+    {"text": "writing", "tool_calls": [{"name": "fs__write", "arguments": {"path": "a.txt", "content": "A"}}]},
+    {"text": "finished"},
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_approval_waits_and_a_second_client_answers_it(tmp_path: Path, mode: str) -> None:
+    model = script(tmp_path, WRITE_THEN_DONE)
+    async with embedded_runtime(tmp_path / "home") as runtime, SessionHost(runtime) as host:
+        face = build_face(host)
+        async with Client(face, mode=mode) as driver, Client(face, mode=mode) as reviewer:
+            session = await call(driver, "create_session", cwd=str(tmp_path), model=model)  # mode 'ask'
+            run = await call(driver, "send_message", session_id=session["session_id"], text="go", wait_s=5)
+            assert run["status"] == "awaiting_approval" and len(run["pending_approvals"]) == 1
+            assert not (tmp_path / "a.txt").exists()  # nothing ran while waiting
+            pending = await call(reviewer, "list_approvals")
+            (approval,) = pending["approvals"]
+            assert approval["tool"] == "fs__write" and approval["arguments"]["path"] == "a.txt"
+            decided = await call(
+                reviewer,
+                "decide_approval",
+                approval_id=approval["approval_id"],
+                decision="approve_once",
+                decided_by="reviewer-test",
+            )
+            again = await reviewer.call_tool(
+                "decide_approval", {"approval_id": approval["approval_id"], "decision": "deny"}
+            )
+            done = await call(driver, "get_run", run_id=run["run_id"], wait_s=10)
+            page = await call(driver, "read_events", session_id=session["session_id"])
+    assert decided["decision"] == "approve_once" and decided["decided_by"] == "reviewer-test"
+    assert again.is_error  # the first answer won
+    assert done["status"] == "completed" and (tmp_path / "a.txt").read_text() == "A"
+    decisions = [e for e in page["events"] if e["type"] == "approval_decided"]
+    assert [(d["decision"], d["decided_by"]) for d in decisions] == [("approve_once", "reviewer-test")]
+
+
+async def test_a_denial_reaches_the_model_with_its_reason(tmp_path: Path) -> None:
+    model = script(tmp_path, WRITE_THEN_DONE)
+    async with face_client(tmp_path, "auto") as client:
+        session = await call(client, "create_session", cwd=str(tmp_path), model=model)
+        run = await call(client, "send_message", session_id=session["session_id"], text="go", wait_s=5)
+        (approval_id,) = run["pending_approvals"]
+        await call(client, "decide_approval", approval_id=approval_id, decision="deny", reason="not today")
+        done = await call(client, "get_run", run_id=run["run_id"], wait_s=10)
+        page = await call(client, "read_events", session_id=session["session_id"])
+    finished = [e for e in page["events"] if e["type"] == "tool_call_finished"]
+    assert done["status"] == "completed" and not (tmp_path / "a.txt").exists()
+    assert finished[0]["failure"] == "denied" and "not today" in finished[0]["content"]
+
+
+async def test_plan_mode_refuses_changes_without_asking(tmp_path: Path) -> None:
+    model = script(tmp_path, WRITE_THEN_DONE)
+    async with face_client(tmp_path, "auto") as client:
+        session = await call(client, "create_session", cwd=str(tmp_path), model=model, mode="plan")
+        done = await call(client, "send_message", session_id=session["session_id"], text="go", wait_s=10)
+        page = await call(client, "read_events", session_id=session["session_id"])
+    assert done["status"] == "completed" and not (tmp_path / "a.txt").exists()
+    assert not any(e["type"] == "approval_requested" for e in page["events"])
+    assert any(e["type"] == "tool_call_finished" and e["failure"] == "denied" for e in page["events"])
+
+
+async def test_sessions_and_runs_survive_a_restart_and_interrupted_runs_say_so(tmp_path: Path) -> None:
+    slow = script(tmp_path, [{"text": "first answer"}, {"text": "thinking", "delay_s": 30}])
+    home = tmp_path / "home"
+    async with face_client(tmp_path, "auto") as client:
+        session = await call(client, "create_session", cwd=str(tmp_path), model=slow, mode="bypass")
+        sid = session["session_id"]
+        first = await call(client, "send_message", session_id=sid, text="one", wait_s=10)
+        second = await call(client, "send_message", session_id=sid, text="two")  # still running at shutdown
+    seen: list[int] = []
+
+    def resolver(spec: str, cwd: Path) -> Any:
+        from orchestrator.models.scripted import FunctionModel
+
+        def answer(request: Any) -> dict[str, Any]:
+            seen.append(len(request.messages))
+            return {"text": "after restart"}
+
+        return FunctionModel(answer)
+
+    async with embedded_runtime(home) as runtime, SessionHost(runtime, resolver) as host:
+        async with Client(build_face(host)) as client:
+            old_first = await call(client, "get_run", run_id=first["run_id"])
+            old_second = await call(client, "get_run", run_id=second["run_id"])
+            listed = await call(client, "list_sessions")
+            third = await call(client, "send_message", session_id=sid, text="three", wait_s=10)
+            archived = await call(client, "archive_session", session_id=sid)
+            after = await call(client, "list_sessions")
+    assert (old_first["status"], old_first["final_text"]) == ("completed", "first answer")
+    assert old_second["status"] == "interrupted"
+    assert [s["session_id"] for s in listed["sessions"]] == [sid]
+    assert third["status"] == "completed" and third["final_text"] == "after restart"
+    assert seen == [4]  # one, first answer, two (interrupted, no answer), three: the history was rebuilt
+    assert archived["archived"] and after["sessions"] == []

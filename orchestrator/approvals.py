@@ -1,0 +1,132 @@
+"""Approvals: a tool call that policy says to ask about waits on the event log for a decision.
+
+An approval is a request on the event log (``approval_requested``) that any attached client may
+answer; the first decision wins (``approval_decided``, with who made it) and later ones are told it
+was taken. Waiting holds no timeout: a person may take as long as they need, and the tool's own
+timeout starts only once the call is allowed. ``approve_session`` is remembered for the session.
+
+The policy here is the minimal one the driving API needs (modes ``ask``, ``plan`` and ``bypass``
+decided from the tool's MCP annotations); rules and the remaining modes belong to the policy work.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+
+from orchestrator.eventlog import EventLog
+from orchestrator.events import ApprovalDecided, ApprovalRequested
+from orchestrator.hub import HubTool
+
+Mode = Literal["ask", "plan", "bypass"]
+MODES: tuple[Mode, ...] = ("ask", "plan", "bypass")
+Decision = Literal["approve_once", "approve_session", "deny"]
+Verdict = Literal["allow", "ask", "deny"]
+
+
+class ApprovalError(Exception):
+    """An approval cannot be decided (unknown id, already decided); the message says which."""
+
+
+def verdict(mode: str, tool: HubTool) -> tuple[Verdict, str]:
+    """What policy says about calling ``tool`` in ``mode``, and why."""
+    read_only = bool(tool.annotations and tool.annotations.read_only_hint)
+    if mode == "bypass" or read_only:
+        return "allow", ""
+    if mode == "plan":
+        return "deny", f"denied by policy: plan mode is read-only and {tool.name} may change things"
+    return "ask", f"{tool.name} is not marked read-only, and the session's mode is 'ask'"
+
+
+@dataclass
+class PendingApproval:
+    """One approval request and, once decided, its decision."""
+
+    approval_id: str
+    session_id: str
+    run_id: str
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    reason: str
+    decision: Decision | None = None
+    decision_reason: str = ""
+    decided_by: str = ""
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+
+class Approvals:
+    """The approvals of one session."""
+
+    def __init__(self, session_id: str, log: EventLog, mode: str) -> None:
+        self.session_id = session_id
+        self.log = log
+        self.mode = mode
+        self.allowed_tools: set[str] = set()
+        """Tools approved for the rest of the session."""
+        self.pending: dict[str, PendingApproval] = {}
+
+    def verdict(self, tool: HubTool) -> tuple[Verdict, str]:
+        """Policy for this session, remembering ``approve_session`` decisions."""
+        if tool.name in self.allowed_tools:
+            return "allow", ""
+        return verdict(self.mode, tool)
+
+    async def ask(
+        self, run_id: str, call_id: str, tool: str, arguments: dict[str, Any], reason: str
+    ) -> tuple[bool, str]:
+        """Record a request and wait, without a timeout, for the first decision.
+
+        Returns:
+            ``(allowed, message)``; the message is what the model is told when it is denied.
+        """
+        approval_id = f"ap_{uuid.uuid4().hex[:12]}"
+        pending = PendingApproval(approval_id, self.session_id, run_id, call_id, tool, arguments, reason)
+        self.pending[approval_id] = pending
+        try:
+            await self.log.append(
+                ApprovalRequested(
+                    session_id=self.session_id,
+                    run_id=run_id,
+                    approval_id=approval_id,
+                    call_id=call_id,
+                    tool=tool,
+                    arguments=arguments,
+                    reason=reason,
+                )
+            )
+            await pending.done.wait()
+        finally:
+            self.pending.pop(approval_id, None)
+        if pending.decision == "deny":
+            why = f": {pending.decision_reason}" if pending.decision_reason else ""
+            return False, f"denied by {pending.decided_by}{why}"
+        return True, ""
+
+    async def decide(self, approval_id: str, decision: Decision, reason: str, decided_by: str) -> PendingApproval:
+        """Answer a pending approval; the first answer wins.
+
+        Raises:
+            ApprovalError: no such pending approval (unknown, or already decided by someone else).
+        """
+        pending = self.pending.get(approval_id)
+        if pending is None or pending.decision is not None:
+            raise ApprovalError(f"approval {approval_id!r} is not pending (unknown, or already decided)")
+        pending.decision, pending.decision_reason, pending.decided_by = decision, reason, decided_by
+        if decision == "approve_session":
+            self.allowed_tools.add(pending.tool)
+        await self.log.append(
+            ApprovalDecided(
+                session_id=self.session_id,
+                run_id=pending.run_id,
+                approval_id=approval_id,
+                decision=decision,
+                reason=reason,
+                decided_by=decided_by,
+            )
+        )
+        pending.done.set()
+        return pending
