@@ -7,12 +7,16 @@ Codex show their model the structured content rather than the text.
 
 from __future__ import annotations
 
+import inspect
+import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import anyio
+from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
@@ -78,6 +82,13 @@ class ApprovalInfo(BaseModel):
     reason: str
     decision: str | None = None
     decided_by: str = ""
+
+
+class ApprovalAnswer(BaseModel):
+    """What a person answers when asked through elicitation."""
+
+    decision: Literal["approve_once", "approve_session", "deny"]
+    reason: str = ""
 
 
 class ApprovalList(BaseModel):
@@ -258,6 +269,35 @@ def build_face(host: SessionHost) -> MCPServer:
         except HostError as exc:
             raise ToolError(str(exc)) from exc
 
+    def ask_reviewer(approval_id: str) -> Elicit[ApprovalAnswer]:
+        found = [p for p in host.pending() if p.approval_id == approval_id]
+        if not found:
+            raise ToolError(f"approval {approval_id!r} is not pending (unknown, or already decided)")
+        p = found[0]
+        arguments = json.dumps(p.arguments, ensure_ascii=False)[:500]
+        return Elicit(f"Loom asks to run {p.tool} {arguments} ({p.reason}). Decide:", ApprovalAnswer)
+
+    async def review_approval(approval_id: str, ctx: Context, answer: Any) -> ApprovalInfo:
+        """Ask your user about a pending approval through MCP elicitation, then apply their decision.
+
+        Needs a client that supports elicitation; otherwise call decide_approval. Declining or cancelling the
+        question leaves the approval pending.
+        """
+        if not isinstance(answer, AcceptedElicitation):
+            found = [p for p in host.pending() if p.approval_id == approval_id]
+            if not found:
+                raise ToolError(f"approval {approval_id!r} is not pending (unknown, or already decided)")
+            return _approval(found[0])
+        try:
+            decided = await host.decide(approval_id, answer.data.decision, answer.data.reason, _client_name(ctx))
+        except HostError as exc:
+            raise ToolError(str(exc)) from exc
+        return _approval(decided)
+
+    # The resolver is a closure over ``host``; with postponed annotations a string could not name it, so
+    # the parameter's real annotation is set here, before the SDK reads the signature.
+    review_approval.__annotations__["answer"] = Annotated[ElicitationResult[ApprovalAnswer], Resolve(ask_reviewer)]
+    face.add_tool(review_approval, name="review_approval", description=inspect.getdoc(review_approval))
     return face
 
 

@@ -182,3 +182,26 @@ async def test_sessions_and_runs_survive_a_restart_and_interrupted_runs_say_so(t
     assert third["status"] == "completed" and third["final_text"] == "after restart"
     assert seen == [4]  # one, first answer, two (interrupted, no answer), three: the history was rebuilt
     assert archived["archived"] and after["sessions"] == []
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_client_with_elicitation_is_asked_and_its_answer_applied(tmp_path: Path, mode: str) -> None:
+    from mcp import types as mt
+
+    asked: list[str] = []
+
+    async def on_elicit(ctx: Any, params: mt.ElicitRequestParams) -> mt.ElicitResult:
+        asked.append(params.message)
+        return mt.ElicitResult(action="accept", content={"decision": "deny", "reason": "the user said no"})
+
+    model = script(tmp_path, WRITE_THEN_DONE)
+    async with embedded_runtime(tmp_path / "home") as runtime, SessionHost(runtime) as host:
+        async with Client(build_face(host), mode=mode, elicitation_callback=on_elicit) as client:
+            session = await call(client, "create_session", cwd=str(tmp_path), model=model)
+            run = await call(client, "send_message", session_id=session["session_id"], text="go", wait_s=5)
+            (approval_id,) = run["pending_approvals"]
+            reviewed = await call(client, "review_approval", approval_id=approval_id)
+            done = await call(client, "get_run", run_id=run["run_id"], wait_s=10)
+    assert len(asked) == 1 and "fs__write" in asked[0] and "a.txt" in asked[0]
+    assert reviewed["decision"] == "deny"
+    assert done["status"] == "completed" and not (tmp_path / "a.txt").exists()
