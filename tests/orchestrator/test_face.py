@@ -187,10 +187,13 @@ async def test_sessions_and_runs_survive_a_restart_and_interrupted_runs_say_so(t
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_client_with_elicitation_is_asked_and_its_answer_applied(tmp_path: Path, mode: str) -> None:
     from mcp import types as mt
+    from mcp.client.context import ClientRequestContext
 
     asked: list[str] = []
 
-    async def on_elicit(ctx: Any, params: mt.ElicitRequestParams) -> mt.ElicitResult:
+    async def on_elicit(
+        context: ClientRequestContext, params: mt.ElicitRequestParams
+    ) -> mt.ElicitResult | mt.ErrorData:
         asked.append(params.message)
         return mt.ElicitResult(action="accept", content={"decision": "deny", "reason": "the user said no"})
 
