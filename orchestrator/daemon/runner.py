@@ -1,0 +1,187 @@
+"""Running the daemon: lock, token, socket, runtime, session host, uvicorn, signals, discovery file.
+
+Everything runs in one anyio event loop: uvicorn's ``Server.serve()`` is awaited next to the
+runtime it serves, so MCP requests and background runs share the loop and the session host.
+
+Shutdown (SIGTERM, SIGINT): uvicorn stops accepting, requests in flight (long polls, SSE streams)
+are ended at once by the request gate, the MCP session manager closes, the session host closes
+(runs still going are recorded as interrupted), the store closes, the discovery file is removed,
+and the lock is released. A second signal stops waiting for requests that ignore cancellation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import uvicorn
+
+from orchestrator.config import ServerConfig
+from orchestrator.daemon.app import MCP_PATH, RequestGate, build_app
+from orchestrator.daemon.auth import ensure_home, ensure_token
+from orchestrator.daemon.discovery import Discovery, InstanceLock, remove_discovery, write_discovery
+
+logger = logging.getLogger(__name__)
+
+HOST = "127.0.0.1"
+GRACE_S = 3
+"""How long a stopping daemon waits for requests that ignore cancellation (the request gate ends the rest)."""
+
+
+class DaemonError(Exception):
+    """The daemon cannot start (port taken, unusable home); the message says what to do."""
+
+
+@dataclass
+class _Control:
+    """What the signal watcher and the serving code share."""
+
+    server: _Server | None = None
+    gate: RequestGate | None = None
+    stopping: bool = False
+
+    def stop(self) -> None:
+        if self.stopping and self.server is not None:
+            self.server.force_exit = True  # a second signal: stop waiting for open requests
+        self.stopping = True
+        if self.server is not None:
+            self.server.should_exit = True  # stop accepting; uvicorn then drains and closes connections
+        if self.gate is not None:
+            self.gate.close()  # end long polls and SSE streams now, rather than after the grace period
+
+
+class _Server(uvicorn.Server):
+    """uvicorn, minus its signal handling, telling us once it listens."""
+
+    def __init__(self, config: uvicorn.Config, on_started: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_started = on_started
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        # uvicorn's own handlers re-raise the signal once it has shut down, which would kill the
+        # process before the session host is closed and the discovery file removed. We watch the
+        # signals ourselves (see _watch_signals) and only set should_exit.
+        yield
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            self._on_started()
+
+
+def bind(port: int) -> socket.socket:
+    """A TCP socket bound to 127.0.0.1:``port`` (0 picks a free port); uvicorn starts listening on it.
+
+    Binding here rather than in uvicorn gives the real port before the server starts, and a clear
+    error when the port is taken.
+
+    Raises:
+        DaemonError: the port is taken or not allowed.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((HOST, port))
+    except OSError as exc:
+        sock.close()
+        raise DaemonError(
+            f"cannot listen on {HOST}:{port}: {exc.strerror or exc}; pass --port or set LOOM_PORT (0 picks a free port)"
+        ) from exc
+    return sock
+
+
+async def run_daemon(
+    home: Path,
+    port: int,
+    servers: Sequence[ServerConfig] = (),
+    *,
+    on_ready: Callable[[Discovery], None] | None = None,
+) -> None:
+    """Serve the MCP face for ``home`` on 127.0.0.1:``port`` until SIGTERM or SIGINT (main thread only).
+
+    Args:
+        home: the Loom home (store, token, discovery file, lock).
+        port: the TCP port; 0 picks a free one (the discovery file holds the real one).
+        servers: external MCP servers every session connects.
+        on_ready: called once the daemon listens and its discovery file is written.
+
+    Raises:
+        orchestrator.daemon.discovery.AlreadyRunning: another daemon holds ``home``.
+        orchestrator.daemon.auth.TokenError: the token file is unsafe or unusable.
+        DaemonError: the port cannot be bound.
+        orchestrator.store.StoreError: the database cannot be opened.
+    """
+    ensure_home(home)
+    with InstanceLock(home), contextlib.ExitStack() as cleanup:
+        token = ensure_token(home)
+        sock = cleanup.enter_context(bind(port))
+        # Registered after the lock, so it runs before the lock is released: whoever takes the
+        # lock next never sees our file.
+        cleanup.callback(remove_discovery, home)
+        control = _Control()
+        failure: list[Exception] = []
+        async with anyio.create_task_group() as tg:
+            # Watching for the whole life of the daemon, shutdown included: a signal during
+            # shutdown must not kill the process before the session host has closed.
+            tg.start_soon(_watch_signals, control)
+            try:
+                await _serve(home, servers, sock, token, control, on_ready)
+            except Exception as exc:  # raised as itself below, not wrapped in the task group's ExceptionGroup
+                failure.append(exc)
+            finally:
+                tg.cancel_scope.cancel()
+        if failure:
+            raise failure[0]
+
+
+async def _serve(
+    home: Path,
+    servers: Sequence[ServerConfig],
+    sock: socket.socket,
+    token: str,
+    control: _Control,
+    on_ready: Callable[[Discovery], None] | None,
+) -> None:
+    from orchestrator.embedded import embedded_runtime
+    from orchestrator.face import build_face
+    from orchestrator.host import SessionHost
+
+    port: int = sock.getsockname()[1]
+    url = f"http://{HOST}:{port}{MCP_PATH}"
+
+    def started() -> None:
+        found = write_discovery(home, url)
+        if on_ready is not None:
+            on_ready(found)
+
+    async with embedded_runtime(home, servers) as runtime, SessionHost(runtime) as host:
+        gate = RequestGate(build_app(build_face(host), token, info={"pid": os.getpid(), "url": url}))
+        config = uvicorn.Config(
+            gate,
+            host=HOST,
+            port=port,
+            lifespan="on",
+            log_config=None,  # keep the logging the CLI configured (stderr, LOOM_LOG_LEVEL)
+            access_log=False,
+            timeout_graceful_shutdown=GRACE_S,
+        )
+        control.server, control.gate = _Server(config, started), gate
+        if control.stopping:  # a signal arrived while the runtime was opening
+            return
+        await control.server.serve(sockets=[sock])
+        logger.info("daemon stopped accepting; closing sessions")
+
+
+async def _watch_signals(control: _Control) -> None:
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            logger.info("received %s; shutting down", signal.Signals(signum).name)
+            control.stop()
