@@ -13,6 +13,7 @@ from pathlib import Path
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
+from clients.cli.errors import first_of
 from clients.cli.main import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from clients.cli.render import JsonRenderer, TerminalRenderer
 from orchestrator.config import ConfigError, LoomConfig, load_config, loom_home
@@ -55,26 +56,26 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     notice = DEMO_NOTICE if spec == "scripted:demo" else ""
     renderer: Callable[[Event], None] = JsonRenderer() if args.json else TerminalRenderer()
+    from orchestrator.daemon.discovery import read_discovery
+
+    if read_discovery(home) is not None:  # a daemon runs: the run belongs there, visible to every client
+        from clients.cli.remote import FaceError, run_on_daemon
+
+        try:
+            return anyio.run(run_on_daemon, spec, str(cwd), args.goal, args.max_steps, renderer, notice)
+        except (FaceError, BaseExceptionGroup) as exc:
+            face_error = first_of(exc, FaceError)
+            if face_error is None:
+                raise
+            return _fail(str(face_error), EXIT_FAILED)
     try:
         return anyio.run(_run_session, home, config, cwd, model, notice, args.goal, args.max_steps, renderer)
     except (StoreError, BaseExceptionGroup) as exc:
         # A StoreError raised during the run reaches us inside the task group's exception group.
-        store_error = _first(exc, StoreError)
+        store_error = first_of(exc, StoreError)
         if store_error is None:
             raise
         return _fail(str(store_error), EXIT_FAILED)
-
-
-def _first(exc: BaseException, kind: type[StoreError]) -> StoreError | None:
-    """The first ``kind`` in ``exc`` or, for an exception group, anywhere inside it."""
-    if isinstance(exc, kind):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = _first(inner, kind)
-            if found is not None:
-                return found
-    return None
 
 
 async def _run_session(

@@ -67,6 +67,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("mcp", help="the stdio MCP face for another agent's mcp.json (attaches to the daemon if running)")
 
+    sessions = sub.add_parser("sessions", help="list sessions (the daemon's when one runs)")
+    sessions.add_argument("--all", action="store_true", help="include archived sessions")
+
+    send = sub.add_parser("send", help="send a message to a session, starting a run")
+    send.add_argument("session", help="session id")
+    send.add_argument("message", help="the message")
+    send.add_argument("--no-wait", action="store_true", help="return at once with the run id (daemon only)")
+
+    attach = sub.add_parser("attach", help="follow a session's events live, from any point")
+    attach.add_argument("session", help="session id")
+    attach.add_argument("--after", type=int, default=0, metavar="SEQ", help="start after this seq (default: 0)")
+    attach.add_argument("--no-follow", action="store_true", help="print what is stored and exit")
+    attach.add_argument("--json", action="store_true", help="print events as NDJSON")
+
+    sub.add_parser("approvals", help="list tool calls waiting for approval")
+    approve = sub.add_parser("approve", help="approve a pending tool call")
+    approve.add_argument("approval_id")
+    approve.add_argument("--session", action="store_true", help="approve this tool for the rest of the session")
+    deny = sub.add_parser("deny", help="deny a pending tool call; the reason is shown to the model")
+    deny.add_argument("approval_id")
+    deny.add_argument("--reason", default="", help="why (the model sees it)")
+
     runs = sub.add_parser("runs", help="list recent runs")
     runs.add_argument("--limit", type=_positive_int, default=20, metavar="N", help="show at most N runs (default 20)")
     return parser
@@ -91,6 +113,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from clients.cli.stdio_face import run_stdio_face
 
         return run_stdio_face(args)
+    if args.command in ("sessions", "send", "attach", "approvals", "approve", "deny"):
+        from clients.cli import remote
+
+        if args.command == "approve":
+            return remote.decide(args, "approve_session" if args.session else "approve_once")
+        if args.command == "deny":
+            return remote.decide(args, "deny")
+        handlers = {"sessions": remote.sessions, "send": remote.send, "attach": remote.attach}
+        return handlers.get(args.command, remote.approvals)(args)
     from clients.cli import commands
 
     if args.command == "run":

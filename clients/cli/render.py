@@ -41,14 +41,20 @@ class TerminalRenderer:
         self._err = err or sys.stderr
         self._mid_line = False
         self._arguments: dict[str, dict[str, object]] = {}
+        self._streamed: tuple[str, int] | None = None
+        """The (run, step) whose text arrived as deltas; stored events alone (attach) carry none."""
 
     def __call__(self, event: Event) -> None:
         """Print one event."""
         if isinstance(event, TextDelta):
+            self._streamed = (event.run_id, event.step)
             self._out.write(event.text)
             self._mid_line = not event.text.endswith("\n")
             self._out.flush()
         elif isinstance(event, AssistantMessage):
+            if self._streamed != (event.run_id, event.step) and event.message.text:
+                self._out.write(event.message.text)
+                self._mid_line = not event.message.text.endswith("\n")
             self._end_line()
             # Calls refused before they start (unknown tool, bad arguments, server down) get no
             # ToolCallStarted; their arguments come from the message so that their line shows them too.
