@@ -69,7 +69,8 @@ def serve(args: argparse.Namespace) -> int:
 
     home = loom_home()
     try:
-        config = load_config(home, Path.cwd())
+        extra = Path(args.config).expanduser() if getattr(args, "config", None) else None
+        config = load_config(home, Path.cwd(), extra)
     except ConfigError as exc:
         return _fail(str(exc))
 

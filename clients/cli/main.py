@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = sub.add_parser("serve", help="run the Loom daemon: the MCP endpoint over streamable HTTP on 127.0.0.1")
     serve.add_argument("--port", type=int, default=None, help="TCP port (default: $LOOM_PORT, else 7878; 0 picks one)")
+    serve.add_argument("--config", metavar="FILE", help="extra config file (mcpServers) read after the others")
 
     sub.add_parser("mcp", help="the stdio MCP face for another agent's mcp.json (attaches to the daemon if running)")
 
