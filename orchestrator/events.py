@@ -53,6 +53,8 @@ class RunStarted(_EventBase):
     run_id: str
     model: str
     max_steps: int
+    owner: str = ""
+    """The process driving the run (``PID:STARTTIME``), so another process never marks it interrupted."""
 
 
 class UserMessage(_EventBase):

@@ -28,6 +28,7 @@ from orchestrator.loop import LoopResult, RunContext, run_loop
 from orchestrator.messages import Message, TextBlock
 from orchestrator.models.base import Model, ModelError
 from orchestrator.models.retry import RetryingModel, RetryPolicy
+from orchestrator.owner import owner_alive, this_process
 from orchestrator.store import StoreError
 
 logger = logging.getLogger(__name__)
@@ -94,7 +95,9 @@ class Session:
         run_id = run_id or new_id("r")
         async with self._lock:
             await self.log.append(
-                RunStarted(session_id=self.id, run_id=run_id, model=self.model.name, max_steps=max_steps),
+                RunStarted(
+                    session_id=self.id, run_id=run_id, model=self.model.name, max_steps=max_steps, owner=this_process()
+                ),
                 UserMessage(session_id=self.id, run_id=run_id, text=text),
             )
             self.history.append(Message(role="user", content=[TextBlock(text=text)]))
@@ -195,13 +198,15 @@ class Runtime:
             yield Session(session_id, cwd, model, hub, self.log, mode=mode, history=history)
 
     async def mark_interrupted(self) -> list[str]:
-        """Record every run the store still shows as running as ``interrupted`` (after a crash).
+        """Record runs the store shows as running, whose process is gone, as ``interrupted`` (after a crash).
 
         Returns:
             The ids of the runs marked.
         """
         marked = []
         for run in await self.log.store.list_runs_with_status("running"):
+            if owner_alive(run.owner):
+                continue  # another live process (an embedded `loom mcp`, say) is driving it
             await self.log.append(
                 RunFinished(
                     session_id=run.session_id,

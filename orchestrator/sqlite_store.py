@@ -19,7 +19,7 @@ import anyio
 from orchestrator.events import EVENT_ADAPTER, Event, RunFinished, RunStarted, SessionArchived, SessionCreated
 from orchestrator.store import RunRecord, SessionRecord, StoreError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -30,7 +30,7 @@ CREATE TABLE IF NOT EXISTS sessions (
 CREATE TABLE IF NOT EXISTS runs (
     id TEXT PRIMARY KEY, session_id TEXT NOT NULL, started REAL NOT NULL, finished REAL,
     status TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '', final_text TEXT NOT NULL DEFAULT '',
-    model TEXT NOT NULL
+    model TEXT NOT NULL, owner TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS runs_by_session ON runs (session_id, started);
 CREATE TABLE IF NOT EXISTS events (
@@ -46,6 +46,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "ALTER TABLE sessions ADD COLUMN mode TEXT NOT NULL DEFAULT 'bypass'",
         "ALTER TABLE sessions ADD COLUMN archived INTEGER NOT NULL DEFAULT 0",
     ),
+    3: ("ALTER TABLE runs ADD COLUMN owner TEXT NOT NULL DEFAULT ''",),
 }
 """Statements that bring a database from the previous schema version to the key's version."""
 
@@ -192,8 +193,8 @@ class SqliteStore:
                     await db.execute("UPDATE sessions SET archived=1 WHERE id=?", (event.session_id,))
                 elif isinstance(event, RunStarted):
                     await db.execute(
-                        "INSERT INTO runs (id, session_id, started, status, model) VALUES (?,?,?,?,?)",
-                        (event.run_id, event.session_id, event.ts, "running", event.model),
+                        "INSERT INTO runs (id, session_id, started, status, model, owner) VALUES (?,?,?,?,?,?)",
+                        (event.run_id, event.session_id, event.ts, "running", event.model, event.owner),
                     )
                 elif isinstance(event, RunFinished):
                     await db.execute(
@@ -269,7 +270,7 @@ class SqliteStore:
         return runs[0] if len(runs) == 1 else None
 
     async def _select_runs(self, clause: str, params: tuple[Any, ...]) -> list[RunRecord]:
-        sql = "SELECT id, session_id, started, finished, status, reason, final_text, model FROM runs " + clause
+        sql = "SELECT id, session_id, started, finished, status, reason, final_text, model, owner FROM runs " + clause
         async with self._db.execute(sql, params) as cur:
             rows = await cur.fetchall()
         return [
@@ -282,6 +283,7 @@ class SqliteStore:
                 reason=r[5],
                 final_text=r[6],
                 model=r[7],
+                owner=r[8],
             )
             for r in rows
         ]

@@ -38,6 +38,8 @@ class RunRecord(BaseModel):
     reason: str
     final_text: str
     model: str
+    owner: str = ""
+    """The process that drives (or drove) the run, ``PID:STARTTIME``."""
 
 
 class StoreError(Exception):

@@ -123,3 +123,27 @@ async def test_subscribers_get_stored_events_in_seq_order_and_live_deltas(tmp_pa
     seqs = [e.seq for e in got if e.seq is not None]
     assert seqs == list(range(1, 61))
     assert got[-1].type == "text_delta" and got[-1].seq is None
+
+
+async def test_a_version_1_database_is_migrated_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "loom.db"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.executescript(
+            """
+            CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            INSERT INTO meta VALUES ('schema_version', '1');
+            CREATE TABLE sessions (id TEXT PRIMARY KEY, created REAL NOT NULL, cwd TEXT NOT NULL, model TEXT NOT NULL);
+            INSERT INTO sessions VALUES ('s_old', 1.0, '/x', 'scripted:demo');
+            CREATE TABLE runs (id TEXT PRIMARY KEY, session_id TEXT NOT NULL, started REAL NOT NULL, finished REAL,
+                status TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '', final_text TEXT NOT NULL DEFAULT '',
+                model TEXT NOT NULL);
+            INSERT INTO runs (id, session_id, started, status, model) VALUES ('r_old', 's_old', 1.0, 'completed', 'm');
+            """
+        )
+    async with SqliteStore(path) as store:
+        session = await store.get_session("s_old")
+        run = await store.get_run("r_old")
+    assert session is not None and (session.mode, session.archived) == ("bypass", False)
+    assert run is not None and (run.status, run.owner) == ("completed", "")
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (str(SCHEMA_VERSION),)

@@ -1,0 +1,48 @@
+"""Which process owns a run, so that one process never marks another live process's runs interrupted.
+
+An owner is ``"PID:STARTTIME"`` (the start time from ``/proc/PID/stat``, in clock ticks since boot),
+so a recycled pid is not mistaken for the process that started the run. Where there is no procfs the
+owner is the pid alone.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()
+    # fields[0] is the state (field 3 of stat); the start time is field 22, i.e. fields[19]
+    if len(fields) < 20 or fields[0] in ("Z", "X"):
+        return None
+    return fields[19]
+
+
+def this_process() -> str:
+    """The owner id of the current process."""
+    pid = os.getpid()
+    start = _start_time(pid)
+    return f"{pid}:{start}" if start is not None else str(pid)
+
+
+def owner_alive(owner: str) -> bool:
+    """Whether the process named by ``owner`` still runs (an empty or malformed owner is not alive)."""
+    pid_text, _, start = owner.partition(":")
+    if not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # exists, under another user
+    now = _start_time(pid)
+    if now is None:
+        return not Path("/proc").is_dir()  # zombie, or no procfs to tell
+    return not start or now == start
