@@ -208,3 +208,27 @@ async def test_a_client_with_elicitation_is_asked_and_its_answer_applied(tmp_pat
     assert len(asked) == 1 and "fs__write" in asked[0] and "a.txt" in asked[0]
     assert reviewed["decision"] == "deny"
     assert done["status"] == "completed" and not (tmp_path / "a.txt").exists()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_waiting_call_reports_progress_as_events_arrive(tmp_path: Path, mode: str) -> None:
+    model = script(
+        tmp_path,
+        [
+            {"text": "listing", "tool_calls": [{"name": "fs__list", "arguments": {}}], "delay_s": 0.2},
+            {"text": "done", "delay_s": 0.2},
+        ],
+    )
+    messages: list[str] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        messages.append(message or "")
+
+    async with face_client(tmp_path, mode) as client:
+        session = await call(client, "create_session", cwd=str(tmp_path), model=model)
+        started = await call(client, "send_message", session_id=session["session_id"], text="go")
+        result = await client.call_tool(
+            "get_run", {"run_id": started["run_id"], "wait_s": 10}, progress_callback=on_progress
+        )
+    assert result.structured_content is not None and result.structured_content["status"] == "completed"
+    assert "tool_call_finished fs__list" in messages and messages[-1] == "run_finished"
