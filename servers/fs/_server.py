@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import logging
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
+from servers._stdio import serve_stdio
 from servers.fs._files import FileTools
 from servers.fs._paths import Roots
 from servers.fs._search import SearchTools
@@ -90,15 +88,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="directory the tools may touch; repeat for several (the first is primary; default: the current one)",
     )
     args = parser.parse_args(argv)
-    # Before MCPServer exists: its basicConfig call is then a no-op, and stdout stays reserved for the wire.
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="fs: %(levelname)s %(name)s: %(message)s")
-    try:
-        server = build_server(args.roots or [Path.cwd()])
-    except ValueError as exc:
-        print(f"loom server fs: {exc}", file=sys.stderr)
-        return 2
-    try:
-        anyio.run(server.run_stdio_async)
-    except KeyboardInterrupt:
-        return 130
-    return 0
+    return serve_stdio("fs", lambda: build_server(args.roots or [Path.cwd()]))

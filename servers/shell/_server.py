@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import logging
 import os
 import signal
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
-import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from servers._stdio import serve_stdio
 from servers.shell._process import Completed, StartError, run_in_process_group
 
 __all__ = ["MAX_TIMEOUT_S", "RunResult", "ShellTools", "build_server", "main"]
@@ -237,15 +235,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--timeout", type=float, default=60.0, metavar="SECONDS", help="default command timeout (default: 60)"
     )
     args = parser.parse_args(argv)
-    # Before MCPServer exists: its basicConfig call is then a no-op, and stdout stays reserved for the wire.
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="shell: %(levelname)s %(name)s: %(message)s")
-    try:
-        server = build_server(args.root or Path.cwd(), default_timeout_s=args.timeout)
-    except ValueError as exc:
-        print(f"loom server shell: {exc}", file=sys.stderr)
-        return 2
-    try:
-        anyio.run(server.run_stdio_async)
-    except KeyboardInterrupt:
-        return 130
-    return 0
+    return serve_stdio("shell", lambda: build_server(args.root or Path.cwd(), default_timeout_s=args.timeout))
