@@ -5,8 +5,8 @@ answer; the first decision wins (``approval_decided``, with who made it) and lat
 was taken. Waiting holds no timeout: a person may take as long as they need, and the tool's own
 timeout starts only once the call is allowed. ``approve_session`` is remembered for the session.
 
-The policy here is the minimal one the driving API needs (modes ``ask``, ``plan`` and ``bypass``
-decided from the tool's MCP annotations); rules and the remaining modes belong to the policy work.
+Policy comes from :mod:`orchestrator.policy` (modes ``ask``, ``plan`` and ``bypass`` here, decided from the tool's
+MCP annotations); loading rules and passing arguments to it is the next step of the policy work.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import anyio
 from orchestrator.eventlog import EventLog
 from orchestrator.events import ApprovalDecided, ApprovalRequested
 from orchestrator.hub import HubTool
+from orchestrator.policy import MODES as POLICY_MODES
+from orchestrator.policy import decide
 
 Mode = Literal["ask", "plan", "bypass"]
 MODES: tuple[Mode, ...] = ("ask", "plan", "bypass")
@@ -32,13 +34,14 @@ class ApprovalError(Exception):
 
 
 def verdict(mode: str, tool: HubTool) -> tuple[Verdict, str]:
-    """What policy says about calling ``tool`` in ``mode``, and why."""
-    read_only = bool(tool.annotations and tool.annotations.read_only_hint)
-    if mode == "bypass" or read_only:
-        return "allow", ""
-    if mode == "plan":
-        return "deny", f"denied by policy: plan mode is read-only and {tool.name} may change things"
-    return "ask", f"{tool.name} is not marked read-only, and the session's mode is 'ask'"
+    """What policy says about calling ``tool`` in ``mode``, and why.
+
+    The policy engine decides, with no rules yet (loading and argument patterns come with the wiring step). A mode
+    the engine does not know is treated as ``ask``, as it always was here.
+    """
+    decision = decide(mode if mode in POLICY_MODES else "ask", tool.name, tool.annotations, {}, (), ".")
+    # Callers have always read an empty reason for an allowed call; the engine's reason only matters otherwise.
+    return decision.verdict, "" if decision.verdict == "allow" else decision.reason
 
 
 @dataclass
