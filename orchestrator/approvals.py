@@ -12,6 +12,7 @@ MCP annotations); loading rules and passing arguments to it is the next step of 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -22,9 +23,10 @@ from orchestrator.events import ApprovalDecided, ApprovalRequested
 from orchestrator.hub import HubTool
 from orchestrator.policy import MODES as POLICY_MODES
 from orchestrator.policy import decide
+from orchestrator.policy.rules import Rule
 
-Mode = Literal["ask", "plan", "bypass"]
-MODES: tuple[Mode, ...] = ("ask", "plan", "bypass")
+Mode = Literal["ask", "accept-edits", "plan", "bypass"]
+MODES: tuple[Mode, ...] = ("ask", "accept-edits", "plan", "bypass")
 Decision = Literal["approve_once", "approve_session", "deny"]
 Verdict = Literal["allow", "ask", "deny"]
 
@@ -33,14 +35,19 @@ class ApprovalError(Exception):
     """An approval cannot be decided (unknown id, already decided); the message says which."""
 
 
-def verdict(mode: str, tool: HubTool) -> tuple[Verdict, str]:
-    """What policy says about calling ``tool`` in ``mode``, and why.
+def verdict(
+    mode: str,
+    tool: HubTool,
+    arguments: Mapping[str, Any] | None = None,
+    rules: Sequence[Rule] = (),
+    cwd: str = ".",
+) -> tuple[Verdict, str]:
+    """What policy says about calling ``tool`` with ``arguments`` in ``mode`` under ``rules``, and why.
 
-    The policy engine decides, with no rules yet (loading and argument patterns come with the wiring step). A mode
-    the engine does not know is treated as ``ask``, as it always was here.
+    A mode the engine does not know is treated as ``ask``.
     """
-    decision = decide(mode if mode in POLICY_MODES else "ask", tool.name, tool.annotations, {}, (), ".")
-    # Callers have always read an empty reason for an allowed call; the engine's reason only matters otherwise.
+    decision = decide(mode if mode in POLICY_MODES else "ask", tool.name, tool.annotations, arguments or {}, rules, cwd)
+    # Callers read an empty reason for an allowed call; the engine's reason only matters otherwise.
     return decision.verdict, "" if decision.verdict == "allow" else decision.reason
 
 
@@ -64,19 +71,25 @@ class PendingApproval:
 class Approvals:
     """The approvals of one session."""
 
-    def __init__(self, session_id: str, log: EventLog, mode: str) -> None:
+    def __init__(
+        self, session_id: str, log: EventLog, mode: str, *, rules: Sequence[Rule] = (), cwd: str = "."
+    ) -> None:
         self.session_id = session_id
         self.log = log
         self.mode = mode
+        self.rules = tuple(rules)
+        """User and project policy rules (deny always wins, even over ``approve_session``)."""
+        self.cwd = cwd
         self.allowed_tools: set[str] = set()
         """Tools approved for the rest of the session."""
         self.pending: dict[str, PendingApproval] = {}
 
-    def verdict(self, tool: HubTool) -> tuple[Verdict, str]:
-        """Policy for this session, remembering ``approve_session`` decisions."""
-        if tool.name in self.allowed_tools:
+    def verdict(self, tool: HubTool, arguments: Mapping[str, Any] | None = None) -> tuple[Verdict, str]:
+        """Policy for this call, remembering ``approve_session`` decisions (which never override a deny)."""
+        decided, why = verdict(self.mode, tool, arguments, self.rules, self.cwd)
+        if decided == "ask" and tool.name in self.allowed_tools:
             return "allow", ""
-        return verdict(self.mode, tool)
+        return decided, why
 
     async def ask(
         self, run_id: str, call_id: str, tool: str, arguments: dict[str, Any], reason: str

@@ -112,11 +112,12 @@ class SessionHost:
     async def _open(self, cwd: Path, model: Model, mode: str, session_id: str | None) -> Session:
         assert self._tg is not None, "the host is not open"
         opened: list[Session] = []
+        failed: list[str] = []
         ready = anyio.Event()
-        self._tg.start_soon(self._own_session, cwd, model, mode, session_id, opened, ready)
+        self._tg.start_soon(self._own_session, cwd, model, mode, session_id, opened, failed, ready)
         await ready.wait()
         if not opened:
-            raise HostError(f"could not open a session in {cwd}; see the Loom log")
+            raise HostError(f"could not open a session in {cwd}: {failed[0] if failed else 'see the Loom log'}")
         self.sessions[opened[0].id] = opened[0]
         return opened[0]
 
@@ -127,6 +128,7 @@ class SessionHost:
         mode: str,
         session_id: str | None,
         opened: list[Session],
+        failed: list[str],
         ready: anyio.Event,
     ) -> None:
         try:
@@ -134,6 +136,10 @@ class SessionHost:
                 opened.append(session)
                 ready.set()
                 await self._closing.wait()
+        except Exception as exc:  # a bad policy file or a store error fails this session, never the host
+            if ready.is_set():
+                raise
+            failed.append(str(exc))
         finally:
             ready.set()
 

@@ -128,7 +128,7 @@ async def _check_calls(
         if problem is not None or tool is None:
             refused.append((use, problem or ToolOutcome(f"unknown tool {use.name!r}", True, "unknown_tool")))
             continue
-        verdict, why = ctx.approvals.verdict(tool) if ctx.approvals is not None else ("allow", "")
+        verdict, why = ctx.approvals.verdict(tool, use.input) if ctx.approvals is not None else ("allow", "")
         if verdict == "allow":
             approved.append(use)
         elif verdict == "deny":

@@ -29,6 +29,7 @@ from orchestrator.messages import Message, TextBlock
 from orchestrator.models.base import Model, ModelError
 from orchestrator.models.retry import RetryingModel, RetryPolicy
 from orchestrator.owner import owner_alive, this_process
+from orchestrator.policy.rules import Rule, load_rules
 from orchestrator.store import StoreError
 
 logger = logging.getLogger(__name__)
@@ -65,6 +66,7 @@ class Session:
         *,
         mode: str = "bypass",
         history: list[Message] | None = None,
+        rules: Sequence[Rule] = (),
     ) -> None:
         self.id = session_id
         self.cwd = cwd
@@ -72,7 +74,7 @@ class Session:
         self.hub = hub
         self.log = log
         self.history: list[Message] = history if history is not None else []
-        self.approvals = Approvals(session_id, log, mode)
+        self.approvals = Approvals(session_id, log, mode, rules=rules, cwd=str(cwd))
         self.stopping: str | None = None
         """Set when the runtime is shutting down: a run cancelled then is ``interrupted``, not ``cancelled``."""
         self._lock = anyio.Lock()
@@ -180,6 +182,7 @@ class Runtime:
         """
         from servers import fs, shell
 
+        rules = load_rules(cwd)  # PolicyError (naming the file and rule) before anything is recorded
         history: list[Message] = []
         if session_id is None:
             session_id = new_id("s")
@@ -195,7 +198,7 @@ class Runtime:
         internal = {"fs": fs.build_server([cwd]), "shell": shell.build_server(cwd)}
         hub = Hub(internal, self.servers, log_dir=self.home / "logs", on_failure=on_failure)
         async with hub:
-            yield Session(session_id, cwd, model, hub, self.log, mode=mode, history=history)
+            yield Session(session_id, cwd, model, hub, self.log, mode=mode, history=history, rules=rules)
 
     async def mark_interrupted(self) -> list[str]:
         """Record runs the store shows as running, whose process is gone, as ``interrupted`` (after a crash).

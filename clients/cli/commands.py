@@ -19,6 +19,7 @@ from clients.cli.render import JsonRenderer, TerminalRenderer
 from orchestrator.config import ConfigError, LoomConfig, load_config, loom_home
 from orchestrator.events import Event
 from orchestrator.models import Model, ModelSpecError, default_model_spec, resolve_model
+from orchestrator.policy.rules import PolicyError, load_rules
 from orchestrator.store import StoreError
 
 DEMO_NOTICE = (
@@ -53,6 +54,10 @@ def run(args: argparse.Namespace) -> int:
         spec = args.model or os.environ.get("LOOM_MODEL") or config.model or default_model_spec()
         model = resolve_model(spec, base_dir=cwd)
     except (ConfigError, ModelSpecError) as exc:
+        return _fail(str(exc))
+    try:
+        load_rules(cwd)  # a bad policy file is a usage error, before anything runs
+    except PolicyError as exc:
         return _fail(str(exc))
     notice = DEMO_NOTICE if spec == "scripted:demo" else ""
     renderer: Callable[[Event], None] = JsonRenderer() if args.json else TerminalRenderer()

@@ -232,3 +232,58 @@ async def test_a_waiting_call_reports_progress_as_events_arrive(tmp_path: Path, 
         )
     assert result.structured_content is not None and result.structured_content["status"] == "completed"
     assert "tool_call_finished fs__list" in messages and messages[-1] == "run_finished"
+
+
+POLICY = """
+[[rules]]
+action = "deny"
+tool = "fs__write"
+path = "secrets/**"
+
+[[rules]]
+action = "allow"
+tool = "fs__write"
+path = "notes/**"
+"""
+
+
+async def test_project_rules_decide_before_the_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOOM_HOME", str(tmp_path / "home"))
+    (tmp_path / ".loom").mkdir()
+    (tmp_path / ".loom" / "policy.toml").write_text(POLICY)
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "notes").mkdir()
+    model = script(
+        tmp_path,
+        [
+            {
+                "tool_calls": [
+                    {"name": "fs__write", "arguments": {"path": "secrets/k.txt", "content": "k"}},
+                    {"name": "fs__write", "arguments": {"path": "notes/n.txt", "content": "n"}},
+                ]
+            },
+            {"text": "done"},
+        ],
+    )
+    async with face_client(tmp_path, "auto") as client:
+        # bypass: the deny rule still wins; ask: the allow rule lets the notes write through without asking
+        for mode in ("bypass", "ask"):
+            session = await call(client, "create_session", cwd=str(tmp_path), model=model, mode=mode)
+            run = await call(client, "send_message", session_id=session["session_id"], text="go", wait_s=10)
+            assert run["status"] == "completed", run
+            page = await call(client, "read_events", session_id=session["session_id"])
+            denied = [e for e in page["events"] if e["type"] == "tool_call_finished" and e["failure"] == "denied"]
+            assert len(denied) == 1 and not any(e["type"] == "approval_requested" for e in page["events"])
+            assert "secrets" in denied[0]["content"] or "deny" in denied[0]["content"].lower()
+    assert not (tmp_path / "secrets" / "k.txt").exists() and (tmp_path / "notes" / "n.txt").read_text() == "n"
+
+
+async def test_a_bad_policy_file_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOOM_HOME", str(tmp_path / "home"))
+    (tmp_path / ".loom").mkdir()
+    (tmp_path / ".loom" / "policy.toml").write_text('[[rules]]\naction = "maybe"\ntool = "x"\n')
+    async with face_client(tmp_path, "auto") as client:
+        result = await client.call_tool("create_session", {"cwd": str(tmp_path), "model": "scripted:demo"})
+        listed = await call(client, "list_sessions")
+    assert result.is_error and "policy.toml" in result.content[0].text  # type: ignore[union-attr]
+    assert listed["sessions"] == []  # nothing was recorded
