@@ -7,8 +7,10 @@ Codex show their model the structured content rather than the text.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -165,12 +167,10 @@ def build_face(host: SessionHost) -> MCPServer:
         model: PROVIDER:NAME (anthropic:..., openai:..., scripted:PATH); default as configured.
         mode: 'ask' (tools that may change things wait for approval), 'plan' (read-only) or 'bypass'.
         """
-        try:
+        with _tool_errors():
             chosen = resolve_model(model or default_model_spec(), base_dir=Path(cwd))
             session = await host.create_session(Path(cwd), chosen, mode)
             return _session(await host.record(session.id))
-        except (HostError, ModelSpecError) as exc:
-            raise ToolError(str(exc)) from exc
 
     @face.tool(annotations=_READ_ONLY)
     async def list_sessions(include_archived: bool = False) -> SessionList:
@@ -180,18 +180,14 @@ def build_face(host: SessionHost) -> MCPServer:
     @face.tool(annotations=_READ_ONLY)
     async def get_session(session_id: str) -> SessionInfo:
         """One session's state, including the seq of its newest event."""
-        try:
+        with _tool_errors():
             return _session(await host.record(session_id))
-        except HostError as exc:
-            raise ToolError(str(exc)) from exc
 
     @face.tool()
     async def archive_session(session_id: str) -> SessionInfo:
         """Archive a session: hidden from list_sessions, kept in the store (never deleted)."""
-        try:
+        with _tool_errors():
             return _session(await host.archive(session_id))
-        except HostError as exc:
-            raise ToolError(str(exc)) from exc
 
     @face.tool()
     async def send_message(
@@ -202,27 +198,21 @@ def build_face(host: SessionHost) -> MCPServer:
         max_steps: int = Field(50, ge=1, le=1000),
     ) -> RunInfo:
         """Start a run answering ``text``; returns at once, or waits up to ``wait_s`` s for its end or an approval."""
-        try:
+        with _tool_errors():
             handle = await host.start_run(session_id, text, max_steps)
             return await wait_for_run(handle.run_id, wait_s, ctx)
-        except HostError as exc:
-            raise ToolError(str(exc)) from exc
 
     @face.tool(annotations=_READ_ONLY)
     async def get_run(run_id: str, ctx: Context, wait_s: float = Field(0.0, ge=0, le=MAX_WAIT_S)) -> RunInfo:
         """A run's status and, once completed, its final answer; ``wait_s`` waits for the end."""
-        try:
+        with _tool_errors():
             return await wait_for_run(run_id, wait_s, ctx)
-        except HostError as exc:
-            raise ToolError(str(exc)) from exc
 
     @face.tool()
     async def cancel_run(run_id: str) -> RunInfo:
         """Cancel a run; it is recorded as cancelled."""
-        try:
+        with _tool_errors():
             return await run_info(await host.cancel(run_id))
-        except HostError as exc:
-            raise ToolError(str(exc)) from exc
 
     @face.tool(annotations=_READ_ONLY)
     async def read_events(
@@ -236,10 +226,8 @@ def build_face(host: SessionHost) -> MCPServer:
 
         Every client gets the same sequence: replay, then live, with no gap and no duplicate.
         """
-        try:
+        with _tool_errors():
             await host.record(session_id)
-        except HostError as exc:
-            raise ToolError(str(exc)) from exc
         log = host.runtime.log
         events = await log.store.read_events(session_id, after_seq=after_seq, limit=limit)
         deadline = anyio.current_time() + wait_s
@@ -264,16 +252,12 @@ def build_face(host: SessionHost) -> MCPServer:
         (the reason is shown to the model).
         """
         who = decided_by or _client_name(ctx)
-        try:
+        with _tool_errors():
             return _approval(await host.decide(approval_id, decision, reason, who))
-        except HostError as exc:
-            raise ToolError(str(exc)) from exc
 
     def ask_reviewer(approval_id: str) -> Elicit[ApprovalAnswer]:
-        found = [p for p in host.pending() if p.approval_id == approval_id]
-        if not found:
-            raise ToolError(f"approval {approval_id!r} is not pending (unknown, or already decided)")
-        p = found[0]
+        with _tool_errors():
+            p = host.pending_approval(approval_id)
         arguments = json.dumps(p.arguments, ensure_ascii=False)[:500]
         return Elicit(f"Loom asks to run {p.tool} {arguments} ({p.reason}). Decide:", ApprovalAnswer)
 
@@ -283,22 +267,27 @@ def build_face(host: SessionHost) -> MCPServer:
         Needs a client that supports elicitation; otherwise call decide_approval. Declining or cancelling the
         question leaves the approval pending.
         """
-        if not isinstance(answer, AcceptedElicitation):
-            found = [p for p in host.pending() if p.approval_id == approval_id]
-            if not found:
-                raise ToolError(f"approval {approval_id!r} is not pending (unknown, or already decided)")
-            return _approval(found[0])
-        try:
-            decided = await host.decide(approval_id, answer.data.decision, answer.data.reason, _client_name(ctx))
-        except HostError as exc:
-            raise ToolError(str(exc)) from exc
-        return _approval(decided)
+        with _tool_errors():
+            if not isinstance(answer, AcceptedElicitation):
+                return _approval(host.pending_approval(approval_id))
+            return _approval(
+                await host.decide(approval_id, answer.data.decision, answer.data.reason, _client_name(ctx))
+            )
 
     # The resolver is a closure over ``host``; with postponed annotations a string could not name it, so
     # the parameter's real annotation is set here, before the SDK reads the signature.
     review_approval.__annotations__["answer"] = Annotated[ElicitationResult[ApprovalAnswer], Resolve(ask_reviewer)]
     face.add_tool(review_approval, name="review_approval", description=inspect.getdoc(review_approval))
     return face
+
+
+@contextlib.contextmanager
+def _tool_errors() -> Iterator[None]:
+    """Turn the host's refusals (unknown id, bad directory, bad policy file) into error results the caller reads."""
+    try:
+        yield
+    except (HostError, ModelSpecError) as exc:
+        raise ToolError(str(exc)) from exc
 
 
 def _client_name(ctx: Context) -> str:

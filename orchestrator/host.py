@@ -277,6 +277,17 @@ class SessionHost:
         ]
         return found
 
+    def pending_approval(self, approval_id: str) -> PendingApproval:
+        """One pending approval by id.
+
+        Raises:
+            HostError: unknown, or already decided.
+        """
+        for found in self.pending():
+            if found.approval_id == approval_id:
+                return found
+        raise HostError(f"approval {approval_id!r} is not pending (unknown, or already decided)")
+
     async def decide(self, approval_id: str, decision: str, reason: str, decided_by: str) -> PendingApproval:
         """Decide a pending approval; the first decision wins.
 
@@ -285,11 +296,10 @@ class SessionHost:
         """
         if decision not in ("approve_once", "approve_session", "deny"):
             raise HostError(f"unknown decision {decision!r}; use approve_once, approve_session or deny")
-        chosen = cast(Decision, decision)
-        for session in self.sessions.values():
-            if approval_id in session.approvals.pending:
-                try:
-                    return await session.approvals.decide(approval_id, chosen, reason, decided_by)
-                except ApprovalError as exc:
-                    raise HostError(str(exc)) from exc
-        raise HostError(f"approval {approval_id!r} is not pending (unknown, or already decided)")
+        pending = self.pending_approval(approval_id)
+        try:
+            return await self.sessions[pending.session_id].approvals.decide(
+                approval_id, cast(Decision, decision), reason, decided_by
+            )
+        except ApprovalError as exc:
+            raise HostError(str(exc)) from exc
