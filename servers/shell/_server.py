@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from servers._stdio import serve_stdio
 from servers.shell._process import Completed, StartError, run_in_process_group
+from servers.shell._sandbox import Sandbox, SandboxMode, resolve_sandbox
 
 __all__ = ["MAX_TIMEOUT_S", "RunResult", "ShellTools", "build_server", "main"]
 
@@ -30,7 +31,10 @@ class RunResult(BaseModel):
     """The outcome of one shell command."""
 
     exit_code: int | None = Field(
-        description="Exit status of the shell; negative -N when signal N ended it; null if it was not collected."
+        description=(
+            "Exit status of the shell; negative -N when signal N ended it (sandboxed: 128+N if the signal reached "
+            "only the shell); null if it was not collected."
+        )
     )
     stdout: str = Field(description="Standard output (head and tail kept when long, with a marker between).")
     stderr: str = Field(description="Standard error (head and tail kept when long, with a marker between).")
@@ -40,6 +44,9 @@ class RunResult(BaseModel):
     stderr_truncated: bool = Field(description="True if the middle of stderr was dropped.")
     background_killed: bool = Field(
         description="True if a background process kept the output open after the shell exited and was killed."
+    )
+    sandboxed: bool = Field(
+        description="True if the command ran in the bwrap sandbox (read-only outside the root, private /tmp)."
     )
 
 
@@ -51,12 +58,23 @@ class ShellTools:
         default_timeout_s: Timeout for calls that do not pass one.
         max_output_bytes: Most bytes kept from each of stdout and stderr.
         term_grace_s: Seconds between SIGTERM and SIGKILL when a command's group is ended.
+        sandbox: ``auto``, ``bwrap`` or ``off``; see `build_server`.
+        network: False to run commands without network access (needs the sandbox).
 
     Raises:
-        ValueError: If root is not a directory or a limit is out of range.
+        ValueError: If root is not a directory, a limit is out of range, or the sandbox asked for cannot be had.
     """
 
-    def __init__(self, root: Path, *, default_timeout_s: float, max_output_bytes: int, term_grace_s: float) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        default_timeout_s: float,
+        max_output_bytes: int,
+        term_grace_s: float,
+        sandbox: SandboxMode = "auto",
+        network: bool = True,
+    ) -> None:
         self._root = Path(root).expanduser().resolve()
         if not self._root.is_dir():
             raise ValueError(f"root {str(root)!r} is not an existing directory")
@@ -69,6 +87,7 @@ class ShellTools:
         self._default_timeout_s = default_timeout_s
         self._max_output_bytes = max_output_bytes
         self._term_grace_s = term_grace_s
+        self._sandbox = resolve_sandbox(sandbox, self._root, network)
         # bash is friendlier to model-written commands (arrays, [[ ]], pipefail); sh is the POSIX fallback.
         self._shell = "/bin/bash" if os.access("/bin/bash", os.X_OK) else "/bin/sh"
 
@@ -76,6 +95,11 @@ class ShellTools:
     def root(self) -> Path:
         """The resolved root directory."""
         return self._root
+
+    @property
+    def sandbox(self) -> Sandbox | None:
+        """The sandbox commands run in, or None when they run unsandboxed."""
+        return self._sandbox
 
     async def run(
         self,
@@ -99,9 +123,12 @@ class ShellTools:
             raise ToolError("command contains a NUL byte, which cannot be passed to a program; remove it")
         workdir = self._resolve_cwd(cwd)
         timeout = self._default_timeout_s if timeout_s is None else timeout_s
+        argv = [self._shell, "-c", command]
+        if self._sandbox is not None:
+            argv = self._sandbox.wrap(argv, workdir)
         try:
             done = await run_in_process_group(
-                [self._shell, "-c", command],
+                argv,
                 cwd=workdir,
                 timeout_s=timeout,
                 max_output_bytes=self._max_output_bytes,
@@ -119,10 +146,11 @@ class ShellTools:
             stdout_truncated=done.stdout.truncated,
             stderr_truncated=done.stderr.truncated,
             background_killed=done.background_killed,
+            sandboxed=self._sandbox is not None,
         )
         # A readable rendering rather than the default JSON dump, so a timeout or a kill is the first thing read.
         return CallToolResult(
-            content=[TextContent(type="text", text=_render(result, done, timeout))],
+            content=[TextContent(type="text", text=_render(result, done, timeout, self._sandbox))],
             structured_content=result.model_dump(mode="json"),
         )
 
@@ -144,7 +172,7 @@ class ShellTools:
         return resolved
 
 
-def _render(result: RunResult, done: Completed, timeout_s: float) -> str:
+def _render(result: RunResult, done: Completed, timeout_s: float, sandbox: Sandbox | None) -> str:
     lines: list[str] = []
     if result.timed_out:
         lines.append(
@@ -158,7 +186,10 @@ def _render(result: RunResult, done: Completed, timeout_s: float) -> str:
         status = f"killed by {_signal_name(-code)} (exit_code {code})"
     else:
         status = f"exit code {code}"
-    lines.append(f"{status}, {result.duration_ms} ms")
+    where = "" if sandbox is None else ", sandboxed" if sandbox.network else ", sandboxed without network"
+    lines.append(f"{status}, {result.duration_ms} ms{where}")
+    if sandbox is not None and "Read-only file system" in result.stderr:
+        lines.append(f"note: the sandbox is read-only outside {sandbox.root} and /tmp; write inside the root")
     if result.background_killed:
         lines.append(
             "note: a background process kept stdout/stderr open after the command finished and was killed; "
@@ -185,6 +216,8 @@ def build_server(
     default_timeout_s: float = 60,
     max_output_bytes: int = 64_000,
     term_grace_s: float = 2.0,
+    sandbox: SandboxMode = "auto",
+    network: bool = True,
 ) -> MCPServer:
     """Build the shell MCP server, whose commands run inside root.
 
@@ -193,19 +226,32 @@ def build_server(
         default_timeout_s: Timeout for calls that do not pass one (at most 3600 s).
         max_output_bytes: Most bytes kept from each of stdout and stderr.
         term_grace_s: Seconds between SIGTERM and SIGKILL when a command's process group is ended.
+        sandbox: ``"auto"`` runs commands in a bwrap sandbox (read-only outside root, private /tmp) when bwrap
+            works on this machine and unsandboxed otherwise; ``"bwrap"`` requires the sandbox; ``"off"`` never
+            uses it.
+        network: False runs commands without network access; this needs the sandbox.
 
     Returns:
         An MCPServer named ``"shell"`` with the tool ``run``.
 
     Raises:
-        ValueError: If root is not a directory or a limit is out of range.
+        ValueError: If root is not a directory, a limit is out of range, sandbox is ``"bwrap"`` and bwrap is
+            missing or does not work here, or network is False without a working sandbox.
     """
     tools = ShellTools(
-        root, default_timeout_s=default_timeout_s, max_output_bytes=max_output_bytes, term_grace_s=term_grace_s
+        root,
+        default_timeout_s=default_timeout_s,
+        max_output_bytes=max_output_bytes,
+        term_grace_s=term_grace_s,
+        sandbox=sandbox,
+        network=network,
     )
+    instructions = f"Runs shell commands in {tools.root} (or below it), with stdin from /dev/null."
+    if tools.sandbox is not None:
+        instructions += " " + tools.sandbox.describe()
     server: MCPServer = MCPServer(
         "shell",
-        instructions=f"Runs shell commands in {tools.root} (or below it), with stdin from /dev/null.",
+        instructions=instructions,
         # MCPServer configures root logging at INFO by default; an embedding process should not inherit that.
         log_level="WARNING",
     )
@@ -234,5 +280,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--timeout", type=float, default=60.0, metavar="SECONDS", help="default command timeout (default: 60)"
     )
+    parser.add_argument(
+        "--term-grace",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="wait between SIGTERM and SIGKILL when a command is killed (default: 2)",
+    )
+    parser.add_argument(
+        "--sandbox",
+        choices=["auto", "bwrap", "off"],
+        default="auto",
+        help="auto: use bwrap when it works here (default); bwrap: require it; off: never sandbox",
+    )
+    parser.add_argument(
+        "--no-network", dest="network", action="store_false", help="run commands without network (needs bwrap)"
+    )
     args = parser.parse_args(argv)
-    return serve_stdio("shell", lambda: build_server(args.root or Path.cwd(), default_timeout_s=args.timeout))
+    return serve_stdio(
+        "shell",
+        lambda: build_server(
+            args.root or Path.cwd(),
+            default_timeout_s=args.timeout,
+            term_grace_s=args.term_grace,
+            sandbox=args.sandbox,
+            network=args.network,
+        ),
+    )
