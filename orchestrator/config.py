@@ -4,6 +4,11 @@ External servers use the standard ``mcpServers`` format shared by Claude Code, C
 ``{"mcpServers": {"name": {"command": ..., "args": [...], "env": {...}}}}`` for stdio servers and
 ``{"name": {"url": ..., "headers": {...}}}`` for streamable HTTP. Values may reference environment
 variables as ``${VAR}`` so that secrets stay out of the file.
+
+Time limits: ``timeout`` (seconds per call) and ``toolTimeouts`` (``{"remote tool name": seconds}``)
+in an ``mcpServers`` entry, and a top-level ``toolTimeouts`` keyed by namespaced tool name or server
+name that also covers Loom's built-in servers (``{"fs__grep": 30, "shell": 600}``). Which one wins
+is described in :mod:`orchestrator.tool_timeouts`.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ class ServerConfig:
     headers: dict[str, str] = field(default_factory=dict[str, str])
     startup_timeout_s: float = DEFAULT_STARTUP_TIMEOUT_S
     call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
+    tool_timeouts_s: dict[str, float] = field(default_factory=dict[str, float])
+    """Per-tool limits from the entry's ``toolTimeouts``, keyed by the server's own tool name."""
     source: str = ""
     """The file this entry came from, for error messages."""
 
@@ -53,6 +60,8 @@ class LoomConfig:
 
     model: str | None = None
     servers: tuple[ServerConfig, ...] = ()
+    tool_timeouts_s: dict[str, float] = field(default_factory=dict[str, float])
+    """Top-level ``toolTimeouts``: seconds keyed by namespaced tool name (``fs__grep``) or server name."""
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -86,6 +95,19 @@ def _number(raw: object, where: str, default: float) -> float:
     return float(raw)
 
 
+def _timeouts(raw: object, where: str) -> dict[str, float]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where} must be an object mapping tool names to seconds")
+    limits: dict[str, float] = {}
+    for key, value in raw.items():
+        if value is None:  # ``_number`` would take null for "use the default"; here there is none
+            raise ConfigError(f"{where}.{key} must be a positive number of seconds")
+        limits[str(key)] = _number(value, f"{where}.{key}", DEFAULT_CALL_TIMEOUT_S)
+    return limits
+
+
 def parse_server(name: str, raw: object, source: str) -> ServerConfig:
     """Validate one ``mcpServers`` entry.
 
@@ -98,6 +120,7 @@ def parse_server(name: str, raw: object, source: str) -> ServerConfig:
     entry: dict[str, Any] = raw
     startup_timeout_s = _number(entry.get("startupTimeout"), f"{where}.startupTimeout", DEFAULT_STARTUP_TIMEOUT_S)
     call_timeout_s = _number(entry.get("timeout"), f"{where}.timeout", DEFAULT_CALL_TIMEOUT_S)
+    tool_timeouts_s = _timeouts(entry.get("toolTimeouts"), f"{where}.toolTimeouts")
     if "command" in entry:
         command, args = entry["command"], entry.get("args", [])
         if not isinstance(command, str) or not command:
@@ -117,6 +140,7 @@ def parse_server(name: str, raw: object, source: str) -> ServerConfig:
             source=source,
             startup_timeout_s=startup_timeout_s,
             call_timeout_s=call_timeout_s,
+            tool_timeouts_s=tool_timeouts_s,
         )
     if "url" in entry:
         url = entry["url"]
@@ -130,12 +154,13 @@ def parse_server(name: str, raw: object, source: str) -> ServerConfig:
             source=source,
             startup_timeout_s=startup_timeout_s,
             call_timeout_s=call_timeout_s,
+            tool_timeouts_s=tool_timeouts_s,
         )
     raise ConfigError(f"{where} needs 'command' (a stdio server) or 'url' (a streamable HTTP server)")
 
 
 def load_config_file(path: Path) -> LoomConfig:
-    """Read one JSON config file (``model`` and ``mcpServers``).
+    """Read one JSON config file (``model``, ``mcpServers`` and ``toolTimeouts``).
 
     Raises:
         ConfigError: unreadable file, invalid JSON (with line and column) or an invalid entry.
@@ -157,11 +182,14 @@ def load_config_file(path: Path) -> LoomConfig:
     if not isinstance(servers_raw, dict):
         raise ConfigError(f"{path}: 'mcpServers' must be an object mapping names to servers")
     servers = tuple(parse_server(str(name), raw, str(path)) for name, raw in servers_raw.items())
-    return LoomConfig(model=model, servers=servers)
+    tool_timeouts_s = _timeouts(data.get("toolTimeouts"), f"{path}: toolTimeouts")
+    return LoomConfig(model=model, servers=servers, tool_timeouts_s=tool_timeouts_s)
 
 
 def load_config(home: Path, project: Path, extra: Path | None = None) -> LoomConfig:
     """Merge ``$LOOM_HOME/config.json``, ``PROJECT/.loom/config.json`` and ``extra`` (later wins per key).
+
+    Servers merge by name (a later entry replaces the whole earlier one) and ``toolTimeouts`` by key.
 
     Raises:
         ConfigError: any of the existing files is invalid; missing files are simply skipped.
@@ -173,10 +201,12 @@ def load_config(home: Path, project: Path, extra: Path | None = None) -> LoomCon
         candidates.append(extra)
     model: str | None = None
     servers: dict[str, ServerConfig] = {}
+    tool_timeouts_s: dict[str, float] = {}
     for path in candidates:
         if not path.is_file():
             continue
         cfg = load_config_file(path)
         model = cfg.model or model
         servers.update({s.name: s for s in cfg.servers})
-    return LoomConfig(model=model, servers=tuple(servers.values()))
+        tool_timeouts_s.update(cfg.tool_timeouts_s)
+    return LoomConfig(model=model, servers=tuple(servers.values()), tool_timeouts_s=tool_timeouts_s)

@@ -5,35 +5,46 @@ Above it sits the agent loop, which sees a flat list of namespaced tools and get
 Loom's own servers in-process (the SDK's direct in-memory dispatch) and external servers over stdio
 or streamable HTTP. Each connection lives in a task owned by the hub's task group; a server that
 fails to start or dies turns its tools into error results and is restarted on demand, with backoff.
+
+Every call runs under a time limit (:mod:`orchestrator.tool_timeouts`) that starts when the call is
+dispatched, after any approval; hitting it, or cancelling the caller, cancels the call on the server
+(the SDK sends ``notifications/cancelled``). Failures are classified and worded in
+:mod:`orchestrator.outcomes`; read-only and idempotent tools are retried per :mod:`orchestrator.tool_retry`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, TextIO
+from typing import Any, Self
 
 import anyio
 import jsonschema
 from anyio.abc import TaskGroup
-from mcp import Client, MCPError, StdioServerParameters
+from mcp import Client, MCPError
 from mcp import types as mt
 from mcp.server.mcpserver import MCPServer
 
-from orchestrator.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_STARTUP_TIMEOUT_S, ServerConfig
-from orchestrator.events import FailureKind
+from orchestrator import outcomes
+from orchestrator.config import DEFAULT_STARTUP_TIMEOUT_S, ServerConfig
 from orchestrator.models.base import ToolSpec
+from orchestrator.outcomes import ToolOutcome, describe
+from orchestrator.tool_retry import RetryPolicy, call_with_retries, may_retry
+from orchestrator.tool_timeouts import call_timeout, configured_timeout, takes_timeout
 from orchestrator.toolnames import namespaced, server_of
+from orchestrator.transports import list_all_tools, open_client, open_errlog, stderr_tail
+
+__all__ = ["FailureHook", "Hub", "HubTool", "RetryPolicy", "ToolOutcome"]
 
 FailureHook = Callable[[str, str], Awaitable[None]]
 """Called with (server, message) whenever a server fails to start or stops answering."""
 
-_RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 15.0, 60.0)
+RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 15.0, 60.0)
+"""Seconds before restarting a failed server: the first failure waits the first value, and so on."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,21 +60,13 @@ class HubTool:
     input_schema: dict[str, Any]
     annotations: mt.ToolAnnotations | None
     validator: jsonschema.protocols.Validator | None
+    timeout_s: float
+    """The configured limit per call (a ``timeout_s`` argument may stretch it, see :func:`call_timeout`)."""
 
     @property
     def spec(self) -> ToolSpec:
         """The tool as offered to a model."""
         return ToolSpec(self.name, self.description, self.input_schema)
-
-
-@dataclass(frozen=True, slots=True)
-class ToolOutcome:
-    """What a tool call produced, ready to feed back to the model."""
-
-    content: str
-    is_error: bool = False
-    failure: FailureKind | None = None
-    structured: dict[str, Any] | None = None
 
 
 @dataclass
@@ -81,8 +84,8 @@ class _Connection:
     lock: anyio.Lock = field(default_factory=anyio.Lock)
 
     @property
-    def call_timeout_s(self) -> float:
-        return self.target.call_timeout_s if isinstance(self.target, ServerConfig) else DEFAULT_CALL_TIMEOUT_S
+    def config(self) -> ServerConfig | None:
+        return self.target if isinstance(self.target, ServerConfig) else None
 
     @property
     def startup_timeout_s(self) -> float:
@@ -94,6 +97,16 @@ class Hub:
 
     Use as an async context manager: entering connects every server concurrently (bounded by each
     server's start-up timeout) and never raises for a server that fails; leaving closes them all.
+
+    Args:
+        internal: Loom's own servers, by server name, called in-process.
+        external: Servers from ``mcpServers``, over stdio or streamable HTTP.
+        log_dir: Where stdio servers' stderr goes (``NAME.log``).
+        on_failure: Told whenever a server fails to start or stops answering.
+        timeouts: Seconds per call keyed by namespaced tool name or server name (the top-level
+            ``toolTimeouts``); they win over the ``mcpServers`` entries, a tool over a server.
+        retry: How transient failures of read-only and idempotent tools are retried.
+        restart_backoff_s: Seconds before each successive restart of a failed server.
     """
 
     def __init__(
@@ -103,6 +116,9 @@ class Hub:
         *,
         log_dir: Path | None = None,
         on_failure: FailureHook | None = None,
+        timeouts: Mapping[str, float] | None = None,
+        retry: RetryPolicy | None = None,
+        restart_backoff_s: Sequence[float] = RESTART_BACKOFF_S,
     ) -> None:
         self._conns: dict[str, _Connection] = {name: _Connection(name, server) for name, server in internal.items()}
         for cfg in external:
@@ -111,6 +127,11 @@ class Hub:
             self._conns[cfg.name] = _Connection(cfg.name, cfg)
         self._log_dir = log_dir
         self._on_failure = on_failure
+        self._timeouts = dict(timeouts or {})
+        self._retry = retry or RetryPolicy()
+        if not restart_backoff_s or min(restart_backoff_s) < 0:
+            raise ValueError("restart_backoff_s must be a non-empty sequence of non-negative seconds")
+        self._restart_backoff_s = tuple(restart_backoff_s)
         self._tools: dict[str, HubTool] = {}
         self._tg: TaskGroup | None = None
         self._exit = contextlib.AsyncExitStack()
@@ -169,49 +190,35 @@ class Hub:
         errlog_offset = 0
         error: str | None = None
         with contextlib.ExitStack() as files:
-            errlog = self._errlog(conn, files)
+            errlog = open_errlog(conn.name, conn.target, self._log_dir, files)
             if errlog is not None:
                 errlog_offset = errlog.tell()
             with anyio.CancelScope(deadline=anyio.current_time() + conn.startup_timeout_s) as scope:
                 try:
-                    async with self._open(conn, errlog) as client:
-                        tools = await _list_all_tools(client)
+                    async with open_client(conn.target, errlog) as client:
+                        tools = await list_all_tools(client)
                         scope.deadline = math.inf
                         conn.client, conn.tools, conn.error, conn.failures = client, tools, None, 0
                         ready.set()
                         await conn.stop.wait()
                 except Exception as exc:  # any failure of a server is reported, not raised
-                    error = _describe(exc) + _stderr_tail(errlog, errlog_offset)
+                    error = describe(exc) + stderr_tail(errlog, errlog_offset)
             if scope.cancelled_caught and not ready.is_set():
-                error = f"did not start within {conn.startup_timeout_s:g}s" + _stderr_tail(errlog, errlog_offset)
+                error = f"did not start within {conn.startup_timeout_s:g}s" + stderr_tail(errlog, errlog_offset)
             if conn.generation != generation:
                 return  # a newer connection owns ``conn`` now
             conn.client = None
             conn.error = error or conn.error
-            if conn.error is not None:
-                conn.failures += 1
-                backoff = _RESTART_BACKOFF_S[min(conn.failures, len(_RESTART_BACKOFF_S)) - 1]
-                conn.retry_at = anyio.current_time() + backoff
+            # A stop that was asked for (by ``_lost`` after a call saw the server die) already set the
+            # restart time; counting the same death twice would push it back under a waiting retry.
+            if conn.error is not None and not conn.stop.is_set():
+                self._schedule_restart(conn)
             ready.set()
 
-    def _errlog(self, conn: _Connection, files: contextlib.ExitStack) -> TextIO | None:
-        if not isinstance(conn.target, ServerConfig) or conn.target.transport != "stdio" or self._log_dir is None:
-            return None
-        self._log_dir.mkdir(parents=True, exist_ok=True)
-        return files.enter_context(open(self._log_dir / f"{conn.name}.log", "a+", encoding="utf-8"))
-
-    def _open(self, conn: _Connection, errlog: TextIO | None) -> Client:
-        target = conn.target
-        if isinstance(target, MCPServer):
-            return Client(target)
-        if target.transport == "stdio":
-            from mcp.client.stdio import stdio_client
-
-            params = StdioServerParameters(
-                command=target.command, args=list(target.args), env=target.env or None, cwd=target.cwd
-            )
-            return Client(stdio_client(params, errlog=errlog) if errlog is not None else params)
-        return Client(_http_transport(target))
+    def _schedule_restart(self, conn: _Connection) -> None:
+        conn.failures += 1
+        backoff = self._restart_backoff_s[min(conn.failures, len(self._restart_backoff_s)) - 1]
+        conn.retry_at = anyio.current_time() + backoff
 
     async def _report(self, conn: _Connection) -> None:
         if self._on_failure is not None and conn.error is not None:
@@ -230,6 +237,9 @@ class Hub:
                     input_schema=tool.input_schema,
                     annotations=tool.annotations,
                     validator=_validator(tool.input_schema),
+                    timeout_s=configured_timeout(
+                        self._timeouts, name=name, server=conn.name, remote_name=tool.name, server_config=conn.config
+                    ),
                 )
         self._tools = tools
 
@@ -261,70 +271,71 @@ class Hub:
             await self._revive(down)  # its tools may be back, or the model guessed a name
             tool = self._tools.get(name)
             if tool is None:
-                return _unavailable(down)
+                return outcomes.server_unavailable(down.name, down.error)
         if tool is None:
-            known = ", ".join(sorted(self._tools)[:30])
-            return ToolOutcome(f"unknown tool {name!r}; available tools: {known}", True, "unknown_tool")
+            return outcomes.unknown_tool(name, sorted(self._tools))
         if tool.validator is not None:
             problem = _validation_problem(tool.validator, arguments)
             if problem is not None:
-                return ToolOutcome(f"invalid arguments for {name}: {problem}", True, "invalid_arguments")
+                return outcomes.invalid_arguments(name, problem)
         return None
 
     async def dispatch(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
-        """Send a call that :meth:`check` accepted to its server."""
-        tool = self._tools[name]
+        """Send a call that :meth:`check` accepted to its server, under the tool's time limit.
+
+        The limit starts here, so time spent waiting for an approval before this never counts. A
+        read-only or idempotent tool whose server was unavailable is retried (after a restart) per
+        the hub's :class:`RetryPolicy`. Cancelling the caller cancels the call on the server too.
+        """
+        tool = self._tools.get(name)
+        if tool is None:  # the server was restarted since the check and no longer has it
+            return outcomes.unknown_tool(name, sorted(self._tools))
+        conn = self._conns[tool.server]
+        return await call_with_retries(
+            lambda: self._attempt(name, arguments),
+            self._retry,
+            retryable=may_retry(tool.annotations),
+            not_before=lambda: conn.retry_at,
+        )
+
+    async def _attempt(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        """Send one call; every failure becomes an outcome."""
+        tool = self._tools.get(name)
+        if tool is None:
+            return outcomes.unknown_tool(name, sorted(self._tools))
         conn = self._conns[tool.server]
         if conn.client is None:
             await self._revive(conn)
         client = conn.client
         if client is None:
-            return _unavailable(conn)
-        try:
-            with anyio.fail_after(conn.call_timeout_s):
+            return outcomes.server_unavailable(conn.name, conn.error)
+        limit = call_timeout(tool.timeout_s, tool.input_schema, arguments)
+        result: mt.CallToolResult | None = None
+        # Cancelling the SDK's request (this scope's deadline, or the caller's cancellation) makes it
+        # send notifications/cancelled, so the server stops the work instead of finishing it unseen.
+        with anyio.move_on_after(limit):
+            try:
                 result = await client.call_tool(tool.remote_name, arguments)
-        except TimeoutError:
-            return ToolOutcome(
-                f"{name} did not answer within {conn.call_timeout_s:g}s; the call was cancelled", True, "timed_out"
-            )
-        except MCPError as exc:
-            if exc.code != mt.CONNECTION_CLOSED or "closed" not in exc.message.lower():
-                return ToolOutcome(f"{name} failed: {exc}", True, "tool_error")
-            return await self._lost(conn, exc)
-        except Exception as exc:  # a broken connection must become an error result
-            return await self._lost(conn, exc)
-        return _outcome(result)
+            except MCPError as exc:
+                if exc.code != mt.CONNECTION_CLOSED or "closed" not in exc.message.lower():
+                    return outcomes.protocol_error(name, exc)
+                return await self._lost(conn, client, exc)
+            except Exception as exc:  # a broken connection must become an error result
+                return await self._lost(conn, client, exc)
+        if result is None:
+            read_only = tool.annotations is not None and tool.annotations.read_only_hint is True
+            return outcomes.timed_out(name, limit, read_only=read_only, takes_timeout=takes_timeout(tool.input_schema))
+        return outcomes.from_result(result)
 
-    async def _lost(self, conn: _Connection, exc: BaseException) -> ToolOutcome:
+    async def _lost(self, conn: _Connection, client: Client, exc: BaseException) -> ToolOutcome:
         """The connection broke during a call: report it, let the next call restart the server."""
-        conn.error = f"stopped answering: {_describe(exc)}"
-        conn.client = None
-        conn.retry_at = anyio.current_time() + _RESTART_BACKOFF_S[0]
-        conn.stop.set()
-        await self._report(conn)
-        return _unavailable(conn)
-
-
-@contextlib.asynccontextmanager
-async def _http_transport(cfg: ServerConfig) -> AsyncIterator[Any]:
-    import httpx2
-    from mcp.client.streamable_http import streamable_http_client
-
-    async with httpx2.AsyncClient(headers=cfg.headers, timeout=cfg.call_timeout_s) as http:
-        async with streamable_http_client(cfg.url, http_client=http) as streams:
-            yield streams
-
-
-async def _list_all_tools(client: Client) -> list[mt.Tool]:
-    tools: list[mt.Tool] = []
-    cursor: str | None = None
-    for _ in range(100):  # a server that pages forever must not hang start-up
-        page = await client.list_tools(cursor=cursor)
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            break
-    return tools
+        if conn.client is client:  # not already replaced by a restart that a concurrent call made
+            conn.error = f"stopped answering: {describe(exc)}"
+            conn.client = None
+            self._schedule_restart(conn)
+            conn.stop.set()
+            await self._report(conn)
+        return outcomes.server_unavailable(conn.name, f"stopped answering: {describe(exc)}")
 
 
 def _validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator | None:
@@ -346,55 +357,3 @@ def _validation_problem(validator: jsonschema.protocols.Validator, arguments: di
         parts.append(f"{where}: {err.message}" if where else err.message)
     more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
     return "; ".join(parts) + more
-
-
-def _unavailable(conn: _Connection) -> ToolOutcome:
-    return ToolOutcome(
-        f"MCP server {conn.name!r} is unavailable ({conn.error or 'not connected'}); "
-        "try another way or tell the user it needs fixing",
-        True,
-        "server_unavailable",
-    )
-
-
-def _outcome(result: mt.CallToolResult) -> ToolOutcome:
-    parts: list[str] = []
-    for block in result.content:
-        if isinstance(block, mt.TextContent):
-            parts.append(block.text)
-        elif isinstance(block, mt.ImageContent | mt.AudioContent):
-            parts.append(f"[{block.type}: {block.mime_type}]")
-        elif isinstance(block, mt.EmbeddedResource):
-            res = block.resource
-            parts.append(res.text if isinstance(res, mt.TextResourceContents) else f"[resource {res.uri}]")
-        elif isinstance(block, mt.ResourceLink):
-            parts.append(f"[resource link {block.uri}]")
-    text = "\n".join(parts)
-    if not text and result.structured_content is not None:
-        text = json.dumps(result.structured_content)
-    return ToolOutcome(
-        text,
-        is_error=result.is_error,
-        failure="tool_error" if result.is_error else None,
-        structured=result.structured_content,
-    )
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        return _describe(exc.exceptions[0])
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _stderr_tail(errlog: TextIO | None, offset: int) -> str:
-    if errlog is None:
-        return ""
-    try:
-        errlog.flush()
-        with open(errlog.name, encoding="utf-8", errors="replace") as f:
-            f.seek(offset)
-            tail = f.read()[-600:].strip()
-    except OSError:
-        return ""
-    return f"; its stderr ends with: {tail}" if tail else ""

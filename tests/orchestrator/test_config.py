@@ -56,6 +56,18 @@ def test_standard_mcp_servers_format_is_read(tmp_path: Path, monkeypatch: pytest
         ({"mcpServers": {"x": {"command": "a", "env": {"K": "${LOOM_SURELY_UNSET}"}}}}, "LOOM_SURELY_UNSET"),
         ({"mcpServers": {"x": {"command": "a", "timeout": -1}}}, "positive number of seconds"),
         ({"model": 3}, "'model' must be a string"),
+        (
+            {"mcpServers": {"x": {"command": "a", "toolTimeouts": [5]}}},
+            r"mcpServers\.x\.toolTimeouts must be an object",
+        ),
+        (
+            {"mcpServers": {"x": {"command": "a", "toolTimeouts": {"slow": 0}}}},
+            r"mcpServers\.x\.toolTimeouts\.slow must be a positive number",
+        ),
+        ({"mcpServers": {"x": {"url": "http://h", "toolTimeouts": {"t": "5"}}}}, r"x\.toolTimeouts\.t must be"),
+        ({"toolTimeouts": {"fs__grep": None}}, r"toolTimeouts\.fs__grep must be a positive number"),
+        ({"toolTimeouts": {"shell": True}}, r"toolTimeouts\.shell must be a positive number"),
+        ({"toolTimeouts": 30}, "toolTimeouts must be an object"),
     ],
 )
 def test_bad_config_names_the_file_and_the_problem(tmp_path: Path, content: object, message: str) -> None:
@@ -79,3 +91,23 @@ def test_missing_extra_file_is_an_error_but_missing_defaults_are_not(tmp_path: P
     assert load_config(tmp_path / "nohome", tmp_path).servers == ()
     with pytest.raises(ConfigError, match="no such config file"):
         load_config(tmp_path, tmp_path, tmp_path / "absent.json")
+
+
+def test_tool_timeouts_per_server_entry_and_top_level(tmp_path: Path) -> None:
+    home, project = tmp_path / "home", tmp_path / "proj"
+    write(
+        home / "config.json",
+        {
+            "toolTimeouts": {"fs__grep": 30, "shell": 600},
+            "mcpServers": {
+                "gh": {"command": "gh-mcp", "timeout": 60, "toolTimeouts": {"search_code": 120}},
+                "docs": {"url": "https://docs.example/mcp", "toolTimeouts": {"fetch": 5.5}},
+            },
+        },
+    )
+    write(project / ".loom" / "config.json", {"toolTimeouts": {"shell": 900, "gh__merge": 10}})
+    cfg = load_config(home, project)
+    servers = {s.name: s for s in cfg.servers}
+    assert (servers["gh"].call_timeout_s, servers["gh"].tool_timeouts_s) == (60.0, {"search_code": 120.0})
+    assert servers["docs"].tool_timeouts_s == {"fetch": 5.5}
+    assert cfg.tool_timeouts_s == {"fs__grep": 30.0, "shell": 900.0, "gh__merge": 10.0}  # merged by key

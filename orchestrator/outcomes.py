@@ -1,0 +1,124 @@
+"""What the model is told when a tool call ends: one :class:`ToolOutcome` per call, never an exception.
+
+Every failure is classified (:data:`~orchestrator.events.FailureKind`) and worded the same way: what
+happened, then what to do about it, in one or two short sentences. The kinds ``denied`` (policy or a
+person said no) are worded by the approval code; the hub words the rest here.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from mcp import MCPError
+from mcp import types as mt
+
+from orchestrator.events import FailureKind
+
+_MAX_REASON = 300
+"""Characters of a server's error quoted to the model; the full text goes to the event log."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """What a tool call produced, ready to feed back to the model."""
+
+    content: str
+    is_error: bool = False
+    failure: FailureKind | None = None
+    structured: dict[str, Any] | None = None
+    attempts: int = 1
+    """How many times the call was sent; more than one only for retried read-only or idempotent tools."""
+
+
+def unknown_tool(name: str, known: list[str]) -> ToolOutcome:
+    """The model named a tool that does not exist."""
+    listed = ", ".join(known[:30]) + (", ..." if len(known) > 30 else "")
+    return ToolOutcome(f"unknown tool {name!r}; call one of the available tools: {listed}", True, "unknown_tool")
+
+
+def invalid_arguments(name: str, problem: str) -> ToolOutcome:
+    """The arguments do not match the tool's input schema (checked here, or reported by the server)."""
+    return ToolOutcome(
+        f"invalid arguments for {name}: {problem}. Fix the arguments to match the tool's input schema and call again",
+        True,
+        "invalid_arguments",
+    )
+
+
+def server_unavailable(server: str, error: str | None) -> ToolOutcome:
+    """The server is down, failed to start, or its connection broke during the call."""
+    return ToolOutcome(
+        f"MCP server {server!r} is unavailable ({_short(error or 'not connected')}); "
+        "try another way or tell the user it needs fixing",
+        True,
+        "server_unavailable",
+    )
+
+
+def timed_out(name: str, timeout_s: float, *, read_only: bool, takes_timeout: bool = False) -> ToolOutcome:
+    """The call ran past its time limit and was cancelled on the server.
+
+    Args:
+        name: The namespaced tool name.
+        timeout_s: The limit that was hit.
+        read_only: The tool promises no side effects, so a partial run left nothing behind.
+        takes_timeout: The tool has a ``timeout_s`` argument the model can raise.
+    """
+    effects = "" if read_only else "; it may have done part of its work, so check before repeating it"
+    longer = ", pass a larger timeout_s," if takes_timeout else ""
+    return ToolOutcome(
+        f"{name} did not finish within {timeout_s:g}s and was cancelled{effects}. "
+        f"Try a smaller request (narrower path, fewer items){longer} or another approach",
+        True,
+        "timed_out",
+    )
+
+
+def protocol_error(name: str, exc: MCPError) -> ToolOutcome:
+    """The server answered the call with a JSON-RPC error instead of a result."""
+    if exc.code == mt.INVALID_PARAMS:
+        return invalid_arguments(name, _short(exc.message))
+    return ToolOutcome(
+        f"{name} failed: {_short(str(exc))}. Check the arguments, or try another way", True, "tool_error"
+    )
+
+
+def from_result(result: mt.CallToolResult) -> ToolOutcome:
+    """A server's result as text for the model; ``is_error`` results are the tool's own failure message."""
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, mt.TextContent):
+            parts.append(block.text)
+        elif isinstance(block, mt.ImageContent | mt.AudioContent):
+            parts.append(f"[{block.type}: {block.mime_type}]")
+        elif isinstance(block, mt.EmbeddedResource):
+            res = block.resource
+            parts.append(res.text if isinstance(res, mt.TextResourceContents) else f"[resource {res.uri}]")
+        elif isinstance(block, mt.ResourceLink):
+            parts.append(f"[resource link {block.uri}]")
+    text = "\n".join(parts)
+    if not text and result.structured_content is not None:
+        text = json.dumps(result.structured_content)
+    if result.is_error and not text:
+        text = "the tool reported an error without a message; try another way"
+    return ToolOutcome(
+        text,
+        is_error=result.is_error,
+        failure="tool_error" if result.is_error else None,
+        structured=result.structured_content,
+    )
+
+
+def describe(exc: BaseException) -> str:
+    """A one-line description of an exception (the first leaf of an exception group)."""
+    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        return describe(exc.exceptions[0])
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _MAX_REASON else text[: _MAX_REASON - 3] + "..."
