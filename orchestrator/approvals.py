@@ -5,8 +5,10 @@ answer; the first decision wins (``approval_decided``, with who made it) and lat
 was taken. Waiting holds no timeout: a person may take as long as they need, and the tool's own
 timeout starts only once the call is allowed. ``approve_session`` is remembered for the session.
 
-Policy comes from :mod:`orchestrator.policy` (modes ``ask``, ``plan`` and ``bypass`` here, decided from the tool's
-MCP annotations); loading rules and passing arguments to it is the next step of the policy work.
+Policy comes from :mod:`orchestrator.policy`: the session's mode, the tool's MCP annotations and the
+user's and project's rules. A *headless* session has nobody to ask, so what policy would ask about is
+denied at once, with a message that tells the model why and the user how to allow it: a headless run
+never hangs and never silently allows.
 """
 
 from __future__ import annotations
@@ -51,6 +53,15 @@ def verdict(
     return decision.verdict, "" if decision.verdict == "allow" else decision.reason
 
 
+def headless_denial(tool: str, why: str) -> str:
+    """What the model is told when a headless run refuses a call that would need approval."""
+    return (
+        f"denied by policy: {why}. This run is headless, so nobody can approve the call: do without {tool} "
+        "or tell the user. (User: allow it with a rule in .loom/policy.toml or choose another --mode; "
+        "see docs/permissions.md.)"
+    )
+
+
 @dataclass
 class PendingApproval:
     """One approval request and, once decided, its decision."""
@@ -72,11 +83,20 @@ class Approvals:
     """The approvals of one session."""
 
     def __init__(
-        self, session_id: str, log: EventLog, mode: str, *, rules: Sequence[Rule] = (), cwd: str = "."
+        self,
+        session_id: str,
+        log: EventLog,
+        mode: str,
+        *,
+        rules: Sequence[Rule] = (),
+        cwd: str = ".",
+        headless: bool = False,
     ) -> None:
         self.session_id = session_id
         self.log = log
         self.mode = mode
+        self.headless = headless
+        """Nobody answers approvals: a call policy would ask about is denied instead."""
         self.rules = tuple(rules)
         """User and project policy rules (deny always wins, even over ``approve_session``)."""
         self.cwd = cwd
@@ -89,6 +109,8 @@ class Approvals:
         decided, why = verdict(self.mode, tool, arguments, self.rules, self.cwd)
         if decided == "ask" and tool.name in self.allowed_tools:
             return "allow", ""
+        if decided == "ask" and self.headless:
+            return "deny", headless_denial(tool.name, why)
         return decided, why
 
     async def ask(

@@ -37,7 +37,9 @@ class SessionCreated(_EventBase):
     cwd: str
     model: str
     mode: str = "bypass"
-    """Policy mode: ``ask`` (tools that are not read-only wait for approval), ``plan`` or ``bypass``."""
+    """Policy mode: ``ask``, ``accept-edits``, ``plan`` or ``bypass`` (see docs/permissions.md)."""
+    headless: bool = False
+    """Nobody answers this session's approvals: calls that policy would ask about are denied."""
 
 
 class SessionArchived(_EventBase):

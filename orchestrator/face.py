@@ -161,15 +161,20 @@ def build_face(host: SessionHost) -> MCPServer:
         return await run_info(view)
 
     @face.tool()
-    async def create_session(cwd: str, model: str | None = None, mode: str = "ask") -> SessionInfo:
+    async def create_session(
+        cwd: str, model: str | None = None, mode: str = "ask", headless: bool = False
+    ) -> SessionInfo:
         """Create an agent session working in directory ``cwd``.
 
         model: PROVIDER:NAME (anthropic:..., openai:..., scripted:PATH); default as configured.
-        mode: 'ask' (tools that may change things wait for approval), 'plan' (read-only) or 'bypass'.
+        mode: 'ask' (tools that may change things wait for approval), 'accept-edits' (file edits in the
+        workspace run too), 'plan' (read-only) or 'bypass' (everything runs; deny rules still apply).
+        headless: nobody will answer approvals, so calls that would wait for one are denied at once and
+        the model is told why (for scripts and agents that cannot answer).
         """
         with _tool_errors():
             chosen = resolve_model(model or default_model_spec(), base_dir=Path(cwd))
-            session = await host.create_session(Path(cwd), chosen, mode)
+            session = await host.create_session(Path(cwd), chosen, mode, headless=headless)
             return _session(await host.record(session.id))
 
     @face.tool(annotations=_READ_ONLY)

@@ -96,8 +96,10 @@ class SessionHost:
 
     # -- sessions ------------------------------------------------------------------------------------
 
-    async def create_session(self, cwd: Path, model: Model, mode: str = "ask") -> Session:
+    async def create_session(self, cwd: Path, model: Model, mode: str = "ask", *, headless: bool = False) -> Session:
         """Open a new session whose tools stay connected until the host closes.
+
+        A ``headless`` session denies what policy would ask about, since nobody will answer.
 
         Raises:
             HostError: ``cwd`` is not a directory, or ``mode`` is unknown.
@@ -107,14 +109,16 @@ class SessionHost:
         path = anyio.Path(cwd)
         if not await path.is_dir():
             raise HostError(f"{cwd} is not a directory; pass an existing working directory")
-        return await self._open(Path(await path.resolve()), model, mode, None)
+        return await self._open(Path(await path.resolve()), model, mode, None, headless)
 
-    async def _open(self, cwd: Path, model: Model, mode: str, session_id: str | None) -> Session:
+    async def _open(
+        self, cwd: Path, model: Model, mode: str, session_id: str | None, headless: bool = False
+    ) -> Session:
         assert self._tg is not None, "the host is not open"
         opened: list[Session] = []
         failed: list[str] = []
         ready = anyio.Event()
-        self._tg.start_soon(self._own_session, cwd, model, mode, session_id, opened, failed, ready)
+        self._tg.start_soon(self._own_session, cwd, model, mode, session_id, headless, opened, failed, ready)
         await ready.wait()
         if not opened:
             raise HostError(f"could not open a session in {cwd}: {failed[0] if failed else 'see the Loom log'}")
@@ -127,12 +131,15 @@ class SessionHost:
         model: Model,
         mode: str,
         session_id: str | None,
+        headless: bool,
         opened: list[Session],
         failed: list[str],
         ready: anyio.Event,
     ) -> None:
         try:
-            async with self.runtime.open_session(cwd, model, mode=mode, session_id=session_id) as session:
+            async with self.runtime.open_session(
+                cwd, model, mode=mode, session_id=session_id, headless=headless
+            ) as session:
                 opened.append(session)
                 ready.set()
                 await self._closing.wait()

@@ -67,6 +67,7 @@ class Session:
         mode: str = "bypass",
         history: list[Message] | None = None,
         rules: Sequence[Rule] = (),
+        headless: bool = False,
     ) -> None:
         self.id = session_id
         self.cwd = cwd
@@ -74,7 +75,7 @@ class Session:
         self.hub = hub
         self.log = log
         self.history: list[Message] = history if history is not None else []
-        self.approvals = Approvals(session_id, log, mode, rules=rules, cwd=str(cwd))
+        self.approvals = Approvals(session_id, log, mode, rules=rules, cwd=str(cwd), headless=headless)
         self.stopping: str | None = None
         """Set when the runtime is shutting down: a run cancelled then is ``interrupted``, not ``cancelled``."""
         self._lock = anyio.Lock()
@@ -174,19 +175,32 @@ class Runtime:
 
     @contextlib.asynccontextmanager
     async def open_session(
-        self, cwd: Path, model: Model, *, notice: str = "", mode: str = "bypass", session_id: str | None = None
+        self,
+        cwd: Path,
+        model: Model,
+        *,
+        notice: str = "",
+        mode: str = "bypass",
+        session_id: str | None = None,
+        headless: bool = False,
+        rules: Sequence[Rule] | None = None,
     ) -> AsyncIterator[Session]:
         """Create a session working in ``cwd`` (or reopen ``session_id`` from the store) and connect its tools.
 
+        ``headless`` sessions have nobody to answer approvals: what policy would ask about is denied.
+        ``rules`` already loaded by the caller spare a second read of the policy files.
         The tools are disconnected when the context exits; the session itself stays in the store.
         """
         from servers import fs, shell
 
-        rules = load_rules(cwd)  # PolicyError (naming the file and rule) before anything is recorded
+        if rules is None:
+            rules = load_rules(cwd)  # PolicyError (naming the file and rule) before anything is recorded
         history: list[Message] = []
         if session_id is None:
             session_id = new_id("s")
-            await self.log.append(SessionCreated(session_id=session_id, cwd=str(cwd), model=model.name, mode=mode))
+            await self.log.append(
+                SessionCreated(session_id=session_id, cwd=str(cwd), model=model.name, mode=mode, headless=headless)
+            )
         else:
             history = rebuild_history(await self.log.store.read_events(session_id))
         if notice:
@@ -198,7 +212,9 @@ class Runtime:
         internal = {"fs": fs.build_server([cwd]), "shell": shell.build_server(cwd)}
         hub = Hub(internal, self.servers, log_dir=self.home / "logs", on_failure=on_failure)
         async with hub:
-            yield Session(session_id, cwd, model, hub, self.log, mode=mode, history=history, rules=rules)
+            yield Session(
+                session_id, cwd, model, hub, self.log, mode=mode, history=history, rules=rules, headless=headless
+            )
 
     async def mark_interrupted(self) -> list[str]:
         """Record runs the store shows as running, whose process is gone, as ``interrupted`` (after a crash).

@@ -7,7 +7,8 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -19,7 +20,7 @@ from clients.cli.render import JsonRenderer, TerminalRenderer
 from orchestrator.config import ConfigError, LoomConfig, load_config, loom_home
 from orchestrator.events import Event
 from orchestrator.models import Model, ModelSpecError, default_model_spec, resolve_model
-from orchestrator.policy.rules import PolicyError, load_rules
+from orchestrator.policy.rules import PolicyError, Rule, load_rules
 from orchestrator.store import StoreError
 
 DEMO_NOTICE = (
@@ -56,10 +57,12 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, ModelSpecError) as exc:
         return _fail(str(exc))
     try:
-        load_rules(cwd)  # a bad policy file is a usage error, before anything runs
+        rules = load_rules(cwd)  # a bad policy file is a usage error, before anything runs
     except PolicyError as exc:
         return _fail(str(exc))
     notice = DEMO_NOTICE if spec == "scripted:demo" else ""
+    if args.mode == "bypass":
+        sys.stderr.write("loom: mode bypass: every tool call runs without asking (deny rules still apply)\n")
     renderer: Callable[[Event], None] = JsonRenderer() if args.json else TerminalRenderer()
     from orchestrator.daemon.discovery import read_discovery
 
@@ -67,14 +70,15 @@ def run(args: argparse.Namespace) -> int:
         from clients.cli.remote import FaceError, run_on_daemon
 
         try:
-            return anyio.run(run_on_daemon, spec, str(cwd), args.goal, args.max_steps, renderer, notice)
+            return anyio.run(run_on_daemon, spec, str(cwd), args.goal, args.max_steps, renderer, notice, args.mode)
         except (FaceError, BaseExceptionGroup) as exc:
             face_error = first_of(exc, FaceError)
             if face_error is None:
                 raise
             return _fail(str(face_error), EXIT_FAILED)
     try:
-        return anyio.run(_run_session, home, config, cwd, model, notice, args.goal, args.max_steps, renderer)
+        session = _SessionArgs(cwd, model, args.mode, rules, notice)
+        return anyio.run(_run_session, home, config, session, args.goal, args.max_steps, renderer)
     except (StoreError, BaseExceptionGroup) as exc:
         # A StoreError raised during the run reaches us inside the task group's exception group.
         store_error = first_of(exc, StoreError)
@@ -83,12 +87,19 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(store_error), EXIT_FAILED)
 
 
+@dataclass(frozen=True, slots=True)
+class _SessionArgs:
+    cwd: Path
+    model: Model
+    mode: str
+    rules: Sequence[Rule]
+    notice: str
+
+
 async def _run_session(
     home: Path,
     config: LoomConfig,
-    cwd: Path,
-    model: Model,
-    notice: str,
+    session_args: _SessionArgs,
     goal: str,
     max_steps: int,
     renderer: Callable[[Event], None],
@@ -103,7 +114,15 @@ async def _run_session(
             with run_scope:
                 watcher = anyio.CancelScope()
                 tg.start_soon(_cancel_on_signal, run_scope, watcher)
-                async with runtime.open_session(cwd, model, notice=notice) as session:
+                opened = runtime.open_session(
+                    session_args.cwd,
+                    session_args.model,
+                    notice=session_args.notice,
+                    mode=session_args.mode,
+                    headless=True,
+                    rules=session_args.rules,
+                )
+                async with opened as session:
                     result = await session.run(goal, max_steps=max_steps)
                     status = result.status
             watcher.cancel()

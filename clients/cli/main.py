@@ -53,10 +53,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-steps", type=_positive_int, default=50, metavar="N", help="stop after N model calls (default 50)"
     )
     run.add_argument("--cwd", help="work in this directory instead of the current one")
+    run.add_argument(
+        "--mode",
+        choices=["ask", "accept-edits", "plan", "bypass"],
+        default="accept-edits",
+        help="policy mode (default accept-edits: reads and file edits inside the workspace run). The run is "
+        "headless: a call that policy would ask about is denied and the model is told. bypass runs everything "
+        "except what a deny rule forbids",
+    )
     run.add_argument("--config", metavar="FILE", help="extra config file (model, mcpServers) read after the others")
 
     server = sub.add_parser("server", help="serve one of Loom's own MCP servers over stdio")
-    server.add_argument("name", choices=["fs", "shell"], help="which server")
+    server.add_argument("name", choices=["fs", "shell", "checkpoints"], help="which server")
     server.add_argument("args", nargs=argparse.REMAINDER, help="the server's own options, e.g. --root DIR")
 
     export = sub.add_parser("export", help="print a run's events as JSONL")
@@ -103,6 +111,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return EXIT_OK
     if args.command == "server":
+        if args.name == "checkpoints":  # Loom's durable store: `--db PATH` (default $LOOM_HOME/loom.db)
+            from servers import checkpoints
+
+            return checkpoints.main(args.args)
         from clients.cli.serve import serve_builtin
 
         return serve_builtin(args.name, args.args)

@@ -178,8 +178,12 @@ def decide(args: argparse.Namespace, decision: str) -> int:
     return _run(main)
 
 
-async def run_on_daemon(spec: str, cwd: str, goal: str, max_steps: int, renderer: Any, notice: str) -> int:
+async def run_on_daemon(
+    spec: str, cwd: str, goal: str, max_steps: int, renderer: Any, notice: str, mode: str = "accept-edits"
+) -> int:
     """``loom run`` when a daemon runs: the session lives there, so every other client sees the run.
+
+    The session is headless, as an embedded ``loom run`` is: what policy would ask about is denied.
 
     Ctrl-C (or SIGTERM) cancels the run on the daemon and exits 130.
     """
@@ -188,7 +192,7 @@ async def run_on_daemon(spec: str, cwd: str, goal: str, max_steps: int, renderer
     from orchestrator.daemon.client import connect
 
     async with connect(loom_home()) as client:
-        session = await call(client, "create_session", cwd=cwd, model=spec, mode="bypass")
+        session = await call(client, "create_session", cwd=cwd, model=spec, mode=mode, headless=True)
         sid = session["session_id"]
         if notice:
             sys.stderr.write(f"loom: {notice}\n")

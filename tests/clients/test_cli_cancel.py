@@ -95,7 +95,7 @@ def test_ctrl_c_cancels_the_run_and_kills_the_running_command(tmp_path: Path) ->
 
     with _reaping(marker), out_path.open("wb") as out, err_path.open("wb") as err:
         proc = subprocess.Popen(
-            [*loom_command(), "run", "--json", "--model", "scripted:slow.json", "run it"],
+            [*loom_command(), "run", "--json", "--mode", "bypass", "--model", "scripted:slow.json", "run it"],
             cwd=project,
             env=clean_env(home),
             stdin=subprocess.DEVNULL,
@@ -143,7 +143,7 @@ def test_ctrl_c_while_a_server_is_starting(tmp_path: Path) -> None:
 
     with _reaping(seconds), out_path.open("wb") as out, err_path.open("wb") as err:
         proc = subprocess.Popen(
-            [*loom_command(), "run", "--json", "--config", "servers.json", "explore"],
+            [*loom_command(), "run", "--json", "--mode", "bypass", "--config", "servers.json", "explore"],
             cwd=project,
             env=clean_env(home),
             stdin=subprocess.DEVNULL,
@@ -178,7 +178,7 @@ def _run_until_reader_leaves(tmp_path: Path, turns: list[dict[str, object]]) -> 
     err_path = tmp_path / "stderr.txt"
     with err_path.open("wb") as err:
         proc = subprocess.Popen(
-            [*loom_command(), "run", "--json", "--model", "scripted:script.json", "go"],
+            [*loom_command(), "run", "--json", "--mode", "bypass", "--model", "scripted:script.json", "go"],
             cwd=project,
             env=clean_env(home),
             stdin=subprocess.DEVNULL,

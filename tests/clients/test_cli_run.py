@@ -67,10 +67,13 @@ def test_demo_runs_without_api_key_and_writes_a_report(demo_runs: dict[str, Demo
     # The assistant's words reach stdout whole, even though they are streamed in pieces.
     for turn in _demo_turns():
         assert str(turn.get("text", "")) in result.stdout, result
-    # One line per tool call, all of them successful.
+    # One line per tool call. The run is headless in accept-edits mode: file reads and the report's write
+    # run, while the shell call, which would need someone's approval, is denied and the model told why.
     tool_lines = [line for line in result.stdout.splitlines() if line.startswith("  ✓ ") or line.startswith("  ✗ ")]
     assert sorted(line.split()[1] for line in tool_lines) == sorted(_demo_tool_names()), result
-    assert all(line.startswith("  ✓ ") for line in tool_lines), result
+    assert all(line.startswith("  ✓ ") for line in tool_lines if " fs__" in line), result
+    (shell_line,) = [line for line in tool_lines if " shell__run " in line]
+    assert shell_line.startswith("  ✗ ") and "denied by policy" in shell_line and "headless" in shell_line, result
     # stderr says plainly that this was the scripted demo and how to use a real model.
     assert "scripted demo model" in result.stderr, result
     assert "ANTHROPIC_API_KEY" in result.stderr, result
@@ -82,6 +85,7 @@ def test_demo_runs_without_api_key_and_writes_a_report(demo_runs: dict[str, Demo
     assert "Acme Widget Toolkit" in report  # the README's first line
     assert "pkg/gears.py" in report  # the Python files
     assert "handle the blue widgets" in report  # the TODO marker
+    assert "denied by policy" in report  # what the model was told about the shell call
 
 
 @dataclass(frozen=True)
@@ -149,8 +153,11 @@ def test_json_tool_call_started_precedes_its_finish(demo_json: DemoJsonRun) -> N
     events = demo_json.events
     started = {e.call_id: i for i, e in enumerate(events) if isinstance(e, ToolCallStarted)}
     finished = {e.call_id: i for i, e in enumerate(events) if isinstance(e, ToolCallFinished)}
-    assert started.keys() == finished.keys()
-    assert len(started) == len(_demo_tool_names())
+    # A call refused by policy never starts: it has only its finish, marked denied.
+    refused = {e.call_id for e in events if isinstance(e, ToolCallFinished) and e.failure == "denied"}
+    assert {events[i].tool for c, i in finished.items() if c in refused} == {"shell__run"}  # type: ignore[union-attr]
+    assert started.keys() == finished.keys() - refused
+    assert len(started) + len(refused) == len(_demo_tool_names())
     for call_id, index in started.items():
         assert index < finished[call_id], call_id
         start, finish = events[index], events[finished[call_id]]
