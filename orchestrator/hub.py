@@ -30,7 +30,7 @@ from mcp import types as mt
 from mcp.server.mcpserver import MCPServer
 
 from orchestrator import outcomes
-from orchestrator.config import DEFAULT_STARTUP_TIMEOUT_S, ServerConfig
+from orchestrator.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_STARTUP_TIMEOUT_S, ServerConfig
 from orchestrator.models.base import ToolSpec
 from orchestrator.outcomes import ToolOutcome, describe
 from orchestrator.tool_retry import RetryPolicy, call_with_retries, may_retry
@@ -60,7 +60,7 @@ class HubTool:
     input_schema: dict[str, Any]
     annotations: mt.ToolAnnotations | None
     validator: jsonschema.protocols.Validator | None
-    timeout_s: float
+    timeout_s: float = DEFAULT_CALL_TIMEOUT_S
     """The configured limit per call (a ``timeout_s`` argument may stretch it, see :func:`call_timeout`)."""
 
     @property
@@ -128,6 +128,8 @@ class Hub:
         self._log_dir = log_dir
         self._on_failure = on_failure
         self._timeouts = dict(timeouts or {})
+        if any(isinstance(v, bool) or not v > 0 for v in self._timeouts.values()):
+            raise ValueError(f"timeouts must be positive numbers of seconds, got {self._timeouts}")
         self._retry = retry or RetryPolicy()
         if not restart_backoff_s or min(restart_backoff_s) < 0:
             raise ValueError("restart_backoff_s must be a non-empty sequence of non-negative seconds")
