@@ -55,6 +55,16 @@ class ServerConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ShellOptions:
+    """How Loom's built-in shell server runs commands (top-level ``shell`` key)."""
+
+    sandbox: Literal["auto", "bwrap", "off"] = "auto"
+    """``auto``: in a bwrap sandbox where bwrap works; ``bwrap``: always (an error where it cannot); ``off``."""
+    network: bool = True
+    """False cuts commands off the network; it needs the sandbox."""
+
+
+@dataclass(frozen=True, slots=True)
 class LoomConfig:
     """Everything read from config files."""
 
@@ -62,6 +72,8 @@ class LoomConfig:
     servers: tuple[ServerConfig, ...] = ()
     tool_timeouts_s: dict[str, float] = field(default_factory=dict[str, float])
     """Top-level ``toolTimeouts``: seconds keyed by namespaced tool name (``fs__grep``) or server name."""
+    shell: ShellOptions | None = None
+    """The top-level ``shell`` options, or None when the file does not set them."""
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -183,7 +195,23 @@ def load_config_file(path: Path) -> LoomConfig:
         raise ConfigError(f"{path}: 'mcpServers' must be an object mapping names to servers")
     servers = tuple(parse_server(str(name), raw, str(path)) for name, raw in servers_raw.items())
     tool_timeouts_s = _timeouts(data.get("toolTimeouts"), f"{path}: toolTimeouts")
-    return LoomConfig(model=model, servers=servers, tool_timeouts_s=tool_timeouts_s)
+    shell = _shell(data["shell"], f"{path}: shell") if "shell" in data else None
+    return LoomConfig(model=model, servers=servers, tool_timeouts_s=tool_timeouts_s, shell=shell)
+
+
+def _shell(raw: object, where: str) -> ShellOptions:
+    if not isinstance(raw, dict):
+        raise ConfigError(f'{where} must be an object like {{"sandbox": "auto", "network": true}}')
+    unknown = sorted(set(raw) - {"sandbox", "network"})
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; the keys are 'sandbox' and 'network'")
+    sandbox = raw.get("sandbox", "auto")
+    if sandbox not in ("auto", "bwrap", "off"):
+        raise ConfigError(f"{where}.sandbox must be 'auto', 'bwrap' or 'off', not {sandbox!r}")
+    network = raw.get("network", True)
+    if not isinstance(network, bool):
+        raise ConfigError(f"{where}.network must be true or false, not {network!r}")
+    return ShellOptions(sandbox=sandbox, network=network)
 
 
 def load_config(home: Path, project: Path, extra: Path | None = None) -> LoomConfig:
@@ -202,6 +230,7 @@ def load_config(home: Path, project: Path, extra: Path | None = None) -> LoomCon
     model: str | None = None
     servers: dict[str, ServerConfig] = {}
     tool_timeouts_s: dict[str, float] = {}
+    shell: ShellOptions | None = None
     for path in candidates:
         if not path.is_file():
             continue
@@ -209,4 +238,5 @@ def load_config(home: Path, project: Path, extra: Path | None = None) -> LoomCon
         model = cfg.model or model
         servers.update({s.name: s for s in cfg.servers})
         tool_timeouts_s.update(cfg.tool_timeouts_s)
-    return LoomConfig(model=model, servers=tuple(servers.values()), tool_timeouts_s=tool_timeouts_s)
+        shell = cfg.shell or shell
+    return LoomConfig(model=model, servers=tuple(servers.values()), tool_timeouts_s=tool_timeouts_s, shell=shell)

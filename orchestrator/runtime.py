@@ -11,14 +11,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 
 from orchestrator.approvals import Approvals
-from orchestrator.config import ServerConfig
+from orchestrator.config import ServerConfig, ShellOptions
 from orchestrator.context import system_prompt
 from orchestrator.eventlog import EventLog
 from orchestrator.events import ModelRetry, Notice, RunFinished, RunStarted, ServerFailed, SessionCreated, UserMessage
@@ -168,10 +168,21 @@ class Session:
 class Runtime:
     """Creates sessions over one event log."""
 
-    def __init__(self, log: EventLog, *, home: Path, servers: Sequence[ServerConfig] = ()) -> None:
+    def __init__(
+        self,
+        log: EventLog,
+        *,
+        home: Path,
+        servers: Sequence[ServerConfig] = (),
+        tool_timeouts: Mapping[str, float] | None = None,
+        shell: ShellOptions | None = None,
+    ) -> None:
         self.log = log
         self.home = home
         self.servers = tuple(servers)
+        self.tool_timeouts = dict(tool_timeouts or {})
+        """Per-call limits by namespaced tool or server name (the config's top-level ``toolTimeouts``)."""
+        self.shell = shell or ShellOptions()
 
     @contextlib.asynccontextmanager
     async def open_session(
@@ -209,8 +220,13 @@ class Runtime:
         async def on_failure(server: str, error: str) -> None:
             await self.log.append(ServerFailed(session_id=session_id, server=server, error=error))
 
-        internal = {"fs": fs.build_server([cwd]), "shell": shell.build_server(cwd)}
-        hub = Hub(internal, self.servers, log_dir=self.home / "logs", on_failure=on_failure)
+        internal = {
+            "fs": fs.build_server([cwd]),
+            "shell": shell.build_server(cwd, sandbox=self.shell.sandbox, network=self.shell.network),
+        }
+        hub = Hub(
+            internal, self.servers, log_dir=self.home / "logs", on_failure=on_failure, timeouts=self.tool_timeouts
+        )
         async with hub:
             yield Session(
                 session_id, cwd, model, hub, self.log, mode=mode, history=history, rules=rules, headless=headless

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config import ConfigError, load_config, load_config_file
+from orchestrator.config import ConfigError, ShellOptions, load_config, load_config_file
 
 
 def write(path: Path, data: object) -> Path:
@@ -111,3 +111,31 @@ def test_tool_timeouts_per_server_entry_and_top_level(tmp_path: Path) -> None:
     assert (servers["gh"].call_timeout_s, servers["gh"].tool_timeouts_s) == (60.0, {"search_code": 120.0})
     assert servers["docs"].tool_timeouts_s == {"fetch": 5.5}
     assert cfg.tool_timeouts_s == {"fs__grep": 30.0, "shell": 900.0, "gh__merge": 10.0}  # merged by key
+
+
+def test_shell_options_are_read_and_the_project_overrides_the_user(tmp_path: Path) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    (project / ".loom").mkdir(parents=True)
+    home.mkdir()
+    (home / "config.json").write_text(json.dumps({"shell": {"sandbox": "bwrap", "network": False}}))
+    assert load_config(home, project).shell == ShellOptions(sandbox="bwrap", network=False)
+    (project / ".loom" / "config.json").write_text(json.dumps({"shell": {"sandbox": "off"}}))
+    assert load_config(home, project).shell == ShellOptions(sandbox="off", network=True)
+    assert load_config(tmp_path / "nowhere", tmp_path).shell is None
+
+
+@pytest.mark.parametrize(
+    ("shell", "message"),
+    [
+        ("bwrap", "must be an object"),
+        ({"sandbox": "docker"}, "shell.sandbox must be 'auto', 'bwrap' or 'off'"),
+        ({"network": "no"}, "shell.network must be true or false"),
+        ({"sandbx": "off"}, "unknown key 'sandbx'"),
+    ],
+)
+def test_bad_shell_options_name_the_key(tmp_path: Path, shell: object, message: str) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"shell": shell}))
+    with pytest.raises(ConfigError, match=message) as err:
+        load_config_file(path)
+    assert str(path) in str(err.value)
