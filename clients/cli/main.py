@@ -70,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     export = sub.add_parser("export", help="print a run's events as JSONL")
     export.add_argument("run_id", help="the run id (or a unique prefix of it)")
 
+    trace = sub.add_parser("trace", help="a run's timeline: model calls, tool calls with durations, approvals, errors")
+    trace.add_argument("run_id", help="the run id")
+    trace.add_argument("--jsonl", action="store_true", help="one JSON object per timeline entry")
+
     serve = sub.add_parser("serve", help="run the Loom daemon: the MCP endpoint over streamable HTTP on 127.0.0.1")
     serve.add_argument("--port", type=int, default=None, help="TCP port (default: $LOOM_PORT, else 7878; 0 picks one)")
     serve.add_argument("--config", metavar="FILE", help="extra config file (mcpServers) read after the others")
@@ -139,6 +143,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.command == "run":
         return commands.run(args)
+    if args.command == "trace":
+        from clients.cli.trace import trace as trace_run
+
+        return trace_run(args.run_id, args.jsonl)
     if args.command == "export":
         return commands.export(args.run_id)
     if args.command == "runs":
