@@ -12,6 +12,7 @@ for a symlink; the server guards against the model, not against a hostile local 
 from __future__ import annotations
 
 import os
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -154,3 +155,53 @@ def _check_syntax(raw: str) -> None:
                 f"path component {shorten(name)} is {len(part)} bytes; file names are limited to "
                 f"{MAX_COMPONENT_BYTES} bytes"
             )
+    _check_look_alikes(raw)
+
+
+# Characters that render like "." or "/" without being them. NFKC folds some (fullwidth) but not all.
+_LOOK_ALIKES = {
+    "\uff0e": "FULLWIDTH FULL STOP",
+    "\uff0f": "FULLWIDTH SOLIDUS",
+    "\u2024": "ONE DOT LEADER",
+    "\u2025": "TWO DOT LEADER",
+    "\u2026": "HORIZONTAL ELLIPSIS",
+    "\ufe52": "SMALL FULL STOP",
+    "\u2215": "DIVISION SLASH",
+    "\u2044": "FRACTION SLASH",
+    "\u29f8": "BIG SOLIDUS",
+    "\u2571": "BOX DRAWINGS LIGHT DIAGONAL",
+}
+_PERCENT_ESCAPES = ("%2e", "%2f", "%5c", "%25")
+
+
+def _check_look_alikes(raw: str) -> None:
+    """Refuse paths whose meaning depends on an expansion or a look-alike character the server does not apply.
+
+    None of these could leave the root (they would be literal names), but each almost certainly means
+    something else to the model than the file it would create: ``~/x`` meant the home directory, and a
+    backslash path or ``%2e%2e/x`` meant the parent. Refusing says so, instead of littering the workspace
+    with directories named ``~``.
+    """
+    fix = "; pass a plain path inside the workspace"
+    if raw.startswith("~"):
+        raise ToolError(f"path {shorten(raw)} starts with '~', which is not expanded here{fix}")
+    if raw.startswith("$"):
+        raise ToolError(f"path {shorten(raw)} starts with '$': environment variables are not expanded here{fix}")
+    if "://" in raw:
+        raise ToolError(f"path {shorten(raw)} looks like a URL{fix}")
+    if "\\" in raw:
+        raise ToolError(f"path {shorten(raw)} contains a backslash, which is not a path separator here; use '/'")
+    lowered = raw.lower()
+    if any(escape in lowered for escape in _PERCENT_ESCAPES):
+        raise ToolError(f"path {shorten(raw)} is percent-encoded, and nothing decodes it here{fix}")
+    for char in raw:
+        if char in _LOOK_ALIKES:
+            raise ToolError(
+                f"path {shorten(raw)} contains U+{ord(char):04X} {_LOOK_ALIKES[char]}, which looks like '.' or '/' "
+                f"but is not{fix}"
+            )
+    for part in raw.split("/"):
+        # A component that is dots once invisible, combining or space characters are dropped: '..\u200b', ' ..'
+        visible = "".join(c for c in part if unicodedata.category(c)[0] not in "MCZ")
+        if visible and set(visible) == {"."} and (visible != part or len(visible) > 2):
+            raise ToolError(f"path component {shorten(part)} looks like '.' or '..' but is not{fix}")
