@@ -1,4 +1,4 @@
-"""The fs MCP server: read, write, edit, list, glob and grep, confined to a set of root directories.
+"""The fs MCP server: read, write, edit, delete, list, glob and grep, confined to a set of root directories.
 
 Use `build_server` to serve it in-process (``Client(build_server([root]))``) and `main` to serve it over stdio.
 """

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import codecs
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, BinaryIO
 
@@ -17,11 +18,23 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from servers.fs._models import EditResult, Entry, ListResult, ReadResult, WriteResult
+from servers.fs._models import DeleteResult, EditResult, Entry, ListResult, ReadResult, WriteResult
 from servers.fs._paths import Roots, shorten
-from servers.fs._text import render_edit, render_list, render_read, render_write, to_call_result
+from servers.fs._text import render_delete, render_edit, render_list, render_read, render_write, to_call_result
 
-__all__ = ["BINARY_SNIFF_BYTES", "LIST_CAP", "READ_CAP_BYTES", "FileTools", "looks_binary", "oserror_message"]
+__all__ = [
+    "BINARY_SNIFF_BYTES",
+    "LIST_CAP",
+    "READ_CAP_BYTES",
+    "BeforeChange",
+    "FileTools",
+    "looks_binary",
+    "oserror_message",
+]
+
+BeforeChange = Callable[[Path, "bytes | None"], None]
+"""Called with a file's resolved path and its current content (None: it does not exist) before any tool changes
+it, in the tool's worker thread. If it raises, the change is not made. Loom snapshots files this way for rewind."""
 
 READ_CAP_BYTES = 256 * 1024
 """Most text one read returns; a model context has no room for more, and it can ask for the next range."""
@@ -66,10 +79,25 @@ class FileTools:
 
     Args:
         roots: The directories the tools may touch.
+        before_change: Told about every file just before write, edit or delete changes it.
     """
 
-    def __init__(self, roots: Roots) -> None:
+    def __init__(self, roots: Roots, before_change: BeforeChange | None = None) -> None:
         self._roots = roots
+        self._before_change = before_change
+
+    def _snapshot(self, target: Path, shown: str, current: bytes | None = None) -> None:
+        """Hand the file's current content to ``before_change``; refuse the change if that fails."""
+        if self._before_change is None:
+            return
+        try:
+            if current is None and target.is_file():
+                current = target.read_bytes()
+            self._before_change(target, current)
+        except OSError as exc:
+            raise ToolError(oserror_message(exc, repr(shown))) from exc
+        except Exception as exc:  # whatever the hook raises, the file must stay as it was
+            raise ToolError(f"{shown!r} was not changed: saving its current content for rewind failed: {exc}") from exc
 
     def read(
         self,
@@ -145,6 +173,7 @@ class FileTools:
             raise ToolError(f"{shown!r} is a directory; pass the path of a file inside it")
         data = _encode(content, "content")
         created = not target.exists()
+        self._snapshot(target, shown)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
@@ -202,6 +231,7 @@ class FileTools:
         first_line = text.count("\n", 0, text.index(old)) + 1
         updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
         encoded = _encode(updated, "new")
+        self._snapshot(target, shown, data)
         try:
             target.write_bytes(encoded)
         except OSError as exc:
@@ -210,6 +240,22 @@ class FileTools:
             path=shown, replacements=count if replace_all else 1, first_line=first_line, bytes_written=len(encoded)
         )
         return to_call_result(result, render_edit(result))
+
+    def delete(
+        self,
+        path: Annotated[str, Field(description="File to delete, relative to the primary root or absolute.")],
+    ) -> Annotated[CallToolResult, DeleteResult]:
+        """Delete one file (not a directory). Loom keeps its content, so a rewind can bring it back."""
+        target = self._existing_file(path)
+        shown = self._roots.display(target)
+        self._snapshot(target, shown)
+        try:
+            size = target.stat().st_size
+            target.unlink()
+        except OSError as exc:
+            raise ToolError(oserror_message(exc, repr(shown))) from exc
+        result = DeleteResult(path=shown, bytes_deleted=size)
+        return to_call_result(result, render_delete(result))
 
     def list_dir(
         self,

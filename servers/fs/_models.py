@@ -32,6 +32,13 @@ class WriteResult(BaseModel):
     created: bool = Field(description="True if the file did not exist before.")
 
 
+class DeleteResult(BaseModel):
+    """The outcome of deleting a file."""
+
+    path: str = Field(description="The file deleted.")
+    bytes_deleted: int = Field(description="Its size before it was deleted.")
+
+
 class EditResult(BaseModel):
     """The outcome of an exact string replacement."""
 

@@ -12,7 +12,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
 from servers._stdio import serve_stdio
-from servers.fs._files import FileTools
+from servers.fs._files import BeforeChange, FileTools
 from servers.fs._paths import Roots
 from servers.fs._search import SearchTools
 
@@ -21,15 +21,17 @@ __all__ = ["build_server", "main"]
 _READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 
 
-def build_server(roots: Sequence[Path]) -> MCPServer:
+def build_server(roots: Sequence[Path], *, before_change: BeforeChange | None = None) -> MCPServer:
     """Build the fs MCP server, confined to the given directories.
 
     Args:
         roots: Existing directories the tools may touch. The first is the primary root: relative paths resolve
             against it and reported paths are relative to it.
+        before_change: Called with a file's path and current content before write, edit or delete changes it
+            (Loom snapshots files for rewind this way); if it raises, the change is refused.
 
     Returns:
-        An MCPServer named ``"fs"`` with the tools read, write, edit, list, glob and grep.
+        An MCPServer named ``"fs"`` with the tools read, write, edit, delete, list, glob and grep.
 
     Raises:
         ValueError: If no root is given or a root is not an existing directory.
@@ -45,7 +47,7 @@ def build_server(roots: Sequence[Path]) -> MCPServer:
         # MCPServer configures root logging at INFO by default; an embedding process should not inherit that.
         log_level="WARNING",
     )
-    files = FileTools(allowed)
+    files = FileTools(allowed, before_change)
     search = SearchTools(allowed)
     tools: list[tuple[str, Callable[..., Any], ToolAnnotations]] = [
         ("read", files.read, _READ_ONLY),
@@ -57,6 +59,11 @@ def build_server(roots: Sequence[Path]) -> MCPServer:
         (
             "edit",
             files.edit,
+            ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False),
+        ),
+        (
+            "delete",
+            files.delete,
             ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False),
         ),
         ("list", files.list_dir, _READ_ONLY),

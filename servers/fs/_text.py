@@ -11,7 +11,16 @@ from __future__ import annotations
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel
 
-from servers.fs._models import EditResult, Entry, GlobResult, GrepResult, ListResult, ReadResult, WriteResult
+from servers.fs._models import (
+    DeleteResult,
+    EditResult,
+    Entry,
+    GlobResult,
+    GrepResult,
+    ListResult,
+    ReadResult,
+    WriteResult,
+)
 
 __all__ = [
     "render_edit",
@@ -58,6 +67,11 @@ def render_read(result: ReadResult) -> str:
         header = f"{header}; {result.note}"
     # No line-number prefixes: the text must stay copyable into edit byte for byte.
     return f"{header}\n{result.text}" if result.text else header
+
+
+def render_delete(result: DeleteResult) -> str:
+    """Render a delete as one line: ``deleted path (N bytes)``."""
+    return f"deleted {result.path} ({result.bytes_deleted} bytes)"
 
 
 def render_write(result: WriteResult) -> str:

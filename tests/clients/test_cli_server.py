@@ -21,7 +21,7 @@ async def test_loom_server_fs_serves_over_stdio(tmp_path: Path, mode: str) -> No
     async with Client(params, mode=mode) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         result = await client.call_tool("read", {"path": "a.txt"})
-    assert names == {"read", "write", "edit", "list", "glob", "grep"}
+    assert names == {"read", "write", "edit", "delete", "list", "glob", "grep"}
     assert not result.is_error and result.structured_content is not None
     assert result.structured_content["text"] == "alpha\n"
 

@@ -42,7 +42,7 @@ async def client(request: pytest.FixtureRequest, root: Path) -> AsyncIterator[Cl
 
 async def test_list_tools_reports_honest_annotations(client: Client) -> None:
     tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-    assert set(tools) == {"read", "write", "edit", "list", "glob", "grep"}
+    assert set(tools) == {"read", "write", "edit", "delete", "list", "glob", "grep"}
     for name in ("read", "list", "glob", "grep"):
         hints = tools[name].annotations
         assert hints is not None

@@ -2,9 +2,9 @@
 
 Each case is a path a model might send to get outside the root: ``..`` in its many spellings, absolute paths,
 ``/proc`` and ``/dev/fd`` magic links, symlinks and chains of them, NUL bytes, over-long paths, and names that only
-look like ``..`` (percent-encoding, fullwidth and leader dots, combining marks, backslashes, ``~``). Every case is
-sent to read, write, edit, list, glob (its ``path``) and grep (its ``path``), and after each call the test checks
-that
+look like ``..`` (percent-encoding, fullwidth and leader dots, combining marks, backslashes, ``~``). Every case
+is sent to read, write, edit, delete, list, glob (its ``path``) and grep (its ``path``), and after each call the test
+checks that
 
 - an escaping path came back as an error result with a message that says why,
 - a look-alike (which could only be an odd name inside the root) was refused, saying what is not expanded,
@@ -264,7 +264,7 @@ def _arguments(tool: str, path: str) -> dict[str, Any]:
     if tool == "edit":
         # old is the outside files' content, so an edit that got there would change them.
         return {"path": path, "old": MARKER, "new": PAYLOAD}
-    if tool == "list":
+    if tool in ("list", "delete"):
         return {"path": path}
     if tool == "glob":
         return {"pattern": "**", "path": path}
@@ -272,7 +272,7 @@ def _arguments(tool: str, path: str) -> dict[str, Any]:
     return {"pattern": GREP_PATTERN, "path": path}
 
 
-TOOLS = ["read", "write", "edit", "list", "glob", "grep"]
+TOOLS = ["read", "write", "edit", "delete", "list", "glob", "grep"]
 
 
 def _rendered(result: CallToolResult) -> str:
