@@ -2,14 +2,15 @@
 
 A step is what happens between two model calls: the scripted model plays its turn (a line of text
 and one tool call), the hub checks the arguments, the assistant message and the call's start are
-appended to the SQLite event log, the tool is called in memory, and its result is appended. The
-model is wrapped so that it stamps ``perf_counter`` whenever the loop calls it; the difference
-between consecutive stamps is one step.
+appended to the event log (an ``append_events`` call to the in-process checkpoints server, which
+writes SQLite), the tool is called in memory, and its result is appended the same way. The model
+is wrapped so that it stamps ``perf_counter`` whenever the loop calls it; the difference between
+consecutive stamps is one step.
 
 The tool is the trivial ``bench__ping`` on an extra in-process server, so the step is compared with
 the thing it cannot be cheaper than: two raw in-memory MCP calls (one standing in for the model's
 turn, one for the tool). ``Runtime.open_session`` builds its own hub with only fs and shell, so this
-part assembles the same pieces itself (``SqliteStore`` + ``EventLog`` + ``Hub`` + ``Session``); a
+part assembles the same pieces itself (``CheckpointStore`` + ``EventLog`` + ``Hub`` + ``Session``); a
 second figure runs the real ``embedded_runtime``/``open_session`` path with ``fs__read`` of a tiny
 file, for reference.
 """
@@ -28,6 +29,7 @@ from mcp import Client
 
 from benchmarks._report import Figure, fmt_time, median, paired_ratio
 from benchmarks.calls import build_bench_server, raw_call_times
+from orchestrator.checkpoint_store import CheckpointStore
 from orchestrator.embedded import embedded_runtime
 from orchestrator.eventlog import EventLog
 from orchestrator.events import Event, SessionCreated
@@ -36,7 +38,6 @@ from orchestrator.messages import ToolResultBlock
 from orchestrator.models.base import Model, ModelEvent, ModelRequest
 from orchestrator.models.scripted import ScriptedModel
 from orchestrator.runtime import Session, new_id
-from orchestrator.sqlite_store import SqliteStore
 from orchestrator.store import RunRecord, SessionRecord, Store
 
 STEP_TARGET = 2.0
@@ -130,7 +131,7 @@ class BenchRig:
 @contextlib.asynccontextmanager
 async def bench_rig(home: Path, *, store_wrapper: Callable[[Store], Store] | None = None) -> AsyncIterator[BenchRig]:
     """Open a store under ``home`` and a hub with the ``bench`` server (and nothing else)."""
-    async with SqliteStore(home / "loom.db") as store:
+    async with CheckpointStore(home / "loom.db") as store:
         log = EventLog(store_wrapper(store) if store_wrapper else store)
         async with TimingHub({"bench": build_bench_server()}) as hub:
             yield BenchRig(log, hub, home)
@@ -253,7 +254,7 @@ async def measure_step(home: Path, repetitions: int, steps: int, raw_calls: int)
         target=STEP_TARGET,
         ratio_range=spread,
         notes=[
-            f"median step of {repetitions} runs × {steps} steps, SQLite event log included;"
+            f"median step of {repetitions} runs × {steps} steps, event log (checkpoints server, SQLite) included;"
             f" mean step (with stalls) {fmt_time(median(mean_step_s))}",
             "where a step goes (last run, medians): " + ", ".join(f"{k} {fmt_time(v)}" for k, v in breakdown.items()),
             stall_note,

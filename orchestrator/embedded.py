@@ -1,4 +1,4 @@
-"""The embedded default: one process, one SQLite file under ``LOOM_HOME``.
+"""The embedded default: one process, one SQLite file under ``LOOM_HOME``, behind the checkpoints server.
 
 This is the public surface the headless CLI uses; it hides which store backs the runtime.
 """
@@ -10,11 +10,13 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from orchestrator.checkpoint_store import CheckpointStore
 from orchestrator.events import Event
-from orchestrator.sqlite_store import SqliteStore
 from orchestrator.store import RunRecord
 
-if TYPE_CHECKING:  # the runtime pulls in the MCP SDK (~1 s to import); `loom runs`/`export` do not need it
+# The runtime is imported lazily: `loom --help` must not pay for it. `loom runs`/`export` do pay for
+# the MCP SDK now (~1 s), since reading the store means talking to the checkpoints server.
+if TYPE_CHECKING:
     from orchestrator.config import ServerConfig
     from orchestrator.runtime import Runtime
 
@@ -31,7 +33,7 @@ async def embedded_runtime(home: Path, servers: Sequence[ServerConfig] = ()) -> 
     from orchestrator.eventlog import EventLog
     from orchestrator.runtime import Runtime
 
-    async with SqliteStore(home / DB_NAME) as store:
+    async with CheckpointStore(home / DB_NAME) as store:
         yield Runtime(EventLog(store), home=home, servers=servers)
 
 
@@ -39,7 +41,7 @@ async def find_run(home: Path, run_id: str) -> tuple[RunRecord, list[Event]] | N
     """A run (by id or unique prefix) and its events, or None."""
     if not (home / DB_NAME).is_file():
         return None  # reading must not create an empty database
-    async with SqliteStore(home / DB_NAME) as store:
+    async with CheckpointStore(home / DB_NAME) as store:
         run = await store.get_run(run_id) or await store.find_run(run_id)
         if run is None:
             return None
@@ -50,5 +52,5 @@ async def recent_runs(home: Path, limit: int) -> list[RunRecord]:
     """The most recent runs, newest first."""
     if not (home / DB_NAME).is_file():
         return []
-    async with SqliteStore(home / DB_NAME) as store:
+    async with CheckpointStore(home / DB_NAME) as store:
         return await store.list_runs(limit=limit)

@@ -1,8 +1,8 @@
 """The durable store's interface: the only way the orchestrator persists anything.
 
-It is deliberately narrow (append and read events, plus the run/session index derived from them) so
-that a later version can move it behind Loom's checkpoint MCP server without touching the loop.
-:mod:`orchestrator.sqlite_store` is the embedded implementation; nothing else imports SQLite.
+It is deliberately narrow (append and read events, plus the run/session index derived from them).
+:mod:`orchestrator.checkpoint_store` implements it as a client of Loom's checkpoints MCP server,
+which owns the SQLite database; nothing in the orchestrator imports SQLite.
 """
 
 from __future__ import annotations

@@ -1,22 +1,30 @@
+"""The orchestrator's store as a client of the checkpoints server: the Store contract, errors, migration."""
+
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
+import sys
 from pathlib import Path
 
 import anyio
 import pytest
+from mcp import StdioServerParameters
 
+from orchestrator.checkpoint_store import CheckpointStore
 from orchestrator.eventlog import EventLog
 from orchestrator.events import Event, Notice, RunFinished, RunStarted, SessionCreated, TextDelta, UserMessage
-from orchestrator.sqlite_store import SCHEMA_VERSION, SqliteStore
 from orchestrator.store import StoreError
+from servers.checkpoints import SCHEMA_VERSION, build_server
 
 pytestmark = pytest.mark.anyio
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
 
 async def test_events_are_numbered_per_session_and_read_back_in_order(tmp_path: Path) -> None:
-    async with SqliteStore(tmp_path / "loom.db") as store:
+    async with CheckpointStore(tmp_path / "loom.db") as store:
         a: list[Event] = [SessionCreated(session_id="a", cwd="/x", model="m"), Notice(session_id="a", text="one")]
         b = [SessionCreated(session_id="b", cwd="/y", model="m")]
         await store.append(a)
@@ -27,13 +35,13 @@ async def test_events_are_numbered_per_session_and_read_back_in_order(tmp_path: 
         assert [(e.seq, e.type) for e in events] == [(1, "session_created"), (2, "notice"), (3, "notice")]
         assert [e.seq for e in await store.read_events("a", after_seq=2)] == [3]
     # numbering continues after a reopen
-    async with SqliteStore(tmp_path / "loom.db") as store:
+    async with CheckpointStore(tmp_path / "loom.db") as store:
         await store.append([Notice(session_id="a", text="three")])
         assert [e.seq for e in await store.read_events("a")] == [1, 2, 3, 4]
 
 
 async def test_run_index_follows_run_events(tmp_path: Path) -> None:
-    async with SqliteStore(tmp_path / "loom.db") as store:
+    async with CheckpointStore(tmp_path / "loom.db") as store:
         await store.append(
             [
                 SessionCreated(session_id="s", cwd="/x", model="m"),
@@ -59,27 +67,27 @@ async def test_run_index_follows_run_events(tmp_path: Path) -> None:
 
 
 async def test_live_only_events_are_refused(tmp_path: Path) -> None:
-    async with SqliteStore(tmp_path / "loom.db") as store:
+    async with CheckpointStore(tmp_path / "loom.db") as store:
         with pytest.raises(ValueError):
             await store.append([TextDelta(session_id="s", run_id="r", step=1, text="x")])
 
 
 async def test_database_uses_wal(tmp_path: Path) -> None:
-    async with SqliteStore(tmp_path / "loom.db"):
+    async with CheckpointStore(tmp_path / "loom.db"):
         pass
     with contextlib.closing(sqlite3.connect(tmp_path / "loom.db")) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
 
 
 async def test_newer_schema_is_refused_with_advice(tmp_path: Path) -> None:
-    async with SqliteStore(tmp_path / "loom.db"):
+    async with CheckpointStore(tmp_path / "loom.db"):
         pass
     conn = sqlite3.connect(tmp_path / "loom.db")
     conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION + 1),))
     conn.commit()
     conn.close()
-    with pytest.raises(StoreError, match="newer Loom"):
-        async with SqliteStore(tmp_path / "loom.db"):
+    with pytest.raises(StoreError, match="newer Loom.*upgrade Loom"):
+        async with CheckpointStore(tmp_path / "loom.db"):
             pass
 
 
@@ -87,12 +95,12 @@ async def test_unwritable_location_is_a_clear_error(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
     with pytest.raises(StoreError, match="cannot open the Loom database"):
-        async with SqliteStore(blocker / "loom.db"):
+        async with CheckpointStore(blocker / "loom.db"):
             pass
 
 
 async def test_failed_write_keeps_what_was_stored(tmp_path: Path) -> None:
-    async with SqliteStore(tmp_path / "loom.db") as store:
+    async with CheckpointStore(tmp_path / "loom.db") as store:
         await store.append([SessionCreated(session_id="s", cwd="/x", model="m")])
         dup = RunStarted(session_id="s", run_id="r", model="m", max_steps=1)
         await store.append([dup])
@@ -106,7 +114,7 @@ async def test_failed_write_keeps_what_was_stored(tmp_path: Path) -> None:
 
 
 async def test_subscribers_get_stored_events_in_seq_order_and_live_deltas(tmp_path: Path) -> None:
-    async with SqliteStore(tmp_path / "loom.db") as store:
+    async with CheckpointStore(tmp_path / "loom.db") as store:
         log = EventLog(store)
         async with log.subscribe() as received:
 
@@ -140,10 +148,71 @@ async def test_a_version_1_database_is_migrated_in_place(tmp_path: Path) -> None
             INSERT INTO runs (id, session_id, started, status, model) VALUES ('r_old', 's_old', 1.0, 'completed', 'm');
             """
         )
-    async with SqliteStore(path) as store:
+    async with CheckpointStore(path) as store:
         session = await store.get_session("s_old")
         run = await store.get_run("r_old")
     assert session is not None and (session.mode, session.archived) == ("bypass", False)
     assert run is not None and (run.status, run.owner) == ("completed", "")
     with contextlib.closing(sqlite3.connect(path)) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+
+
+async def test_a_read_only_database_fails_appends_plainly_and_loses_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "loom.db"
+    async with CheckpointStore(path) as store:
+        await store.append([SessionCreated(session_id="s", cwd="/x", model="m")])
+    async with CheckpointStore(path, read_only=True) as store:
+        lost = Notice(session_id="s", text="lost")
+        with pytest.raises(StoreError, match=r"^could not write to the Loom database at .*read-only"):
+            await store.append([lost])
+        assert lost.seq is None
+        assert [e.type for e in await store.read_events("s")] == ["session_created"]
+    async with CheckpointStore(path) as store:
+        await store.append([Notice(session_id="s", text="next")])
+        assert [e.seq for e in await store.read_events("s")] == [1, 2]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes read-only files anyway")
+async def test_a_file_without_write_permission_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "loom.db"
+    async with CheckpointStore(path) as store:
+        await store.append([SessionCreated(session_id="s", cwd="/x", model="m")])
+    path.chmod(0o444)
+    with pytest.raises(StoreError, match="read-only"):
+        async with CheckpointStore(path) as store:
+            await store.append([Notice(session_id="s", text="lost")])
+
+
+async def test_the_store_can_use_a_checkpoints_server_over_stdio(tmp_path: Path) -> None:
+    path = tmp_path / "loom.db"
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "servers.checkpoints", "--db", str(path)], cwd=str(REPO_ROOT)
+    )
+    async with CheckpointStore(path, target=params) as store:
+        events: list[Event] = [
+            SessionCreated(session_id="s", cwd="/x", model="m"),
+            UserMessage(session_id="s", run_id="r", text="hi"),
+        ]
+        await store.append(events)
+        assert [e.seq for e in events] == [1, 2]
+        assert await store.read_events("s") == events
+
+
+async def test_a_server_that_cannot_open_the_database_fails_on_entry(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(StoreError, match="^cannot open the Loom database at"):
+        async with CheckpointStore(tmp_path / "ignored", target=build_server(blocker / "loom.db")):
+            pass
+
+
+async def test_checkpoint_tools_stay_out_of_the_hub(tmp_path: Path) -> None:
+    # The store is its own MCP client: a session's hub (what the model sees) has no checkpoints tools.
+    from orchestrator.embedded import embedded_runtime
+    from orchestrator.models.scripted import Script, ScriptedModel
+
+    model = ScriptedModel(Script(turns=[]))
+    async with embedded_runtime(tmp_path) as runtime, runtime.open_session(tmp_path, model) as session:
+        servers = {tool.server for tool in session.hub.tools}
+        names = {tool.remote_name for tool in session.hub.tools}
+    assert servers == {"fs", "shell"} and not names & {"append_events", "read_events", "snapshot_file"}

@@ -1,0 +1,362 @@
+"""The checkpoint server's SQLite database: schema, migrations and queries (aiosqlite, WAL mode).
+
+Events arrive as JSON objects and are stored as JSON text next to the columns the queries need
+(``session_id``, ``seq``, ``run_id``, ``type``, ``ts``). The server numbers them: ``seq`` counts from
+1 per session. A few event types also keep the session and run index in step; this module knows
+their field names, nothing else about them.
+
+Each append without index events is one multi-row ``INSERT`` in autocommit mode (atomic on its
+own), so the hot path costs one round trip to aiosqlite's thread per batch.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import anyio
+
+SCHEMA_VERSION = 4
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY, created REAL NOT NULL, cwd TEXT NOT NULL, model TEXT NOT NULL,
+    mode TEXT NOT NULL DEFAULT 'bypass', archived INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY, session_id TEXT NOT NULL, started REAL NOT NULL, finished REAL,
+    status TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '', final_text TEXT NOT NULL DEFAULT '',
+    model TEXT NOT NULL, owner TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS runs_by_session ON runs (session_id, started);
+CREATE TABLE IF NOT EXISTS events (
+    session_id TEXT NOT NULL, seq INTEGER NOT NULL, run_id TEXT, type TEXT NOT NULL,
+    ts REAL NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS events_by_run ON events (run_id, seq);
+"""
+"""Version 3 of the schema, as the orchestrator's own store created it; migrations take it on from there."""
+
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    2: (
+        "ALTER TABLE sessions ADD COLUMN mode TEXT NOT NULL DEFAULT 'bypass'",
+        "ALTER TABLE sessions ADD COLUMN archived INTEGER NOT NULL DEFAULT 0",
+    ),
+    3: ("ALTER TABLE runs ADD COLUMN owner TEXT NOT NULL DEFAULT ''",),
+    4: (
+        # A file's content as it was when a checkpoint was taken, so that a rewind can restore it.
+        # ``existed = 0`` records that the file did not exist (a rewind deletes it).
+        "CREATE TABLE IF NOT EXISTS snapshots ("
+        " session_id TEXT NOT NULL, checkpoint TEXT NOT NULL, path TEXT NOT NULL,"
+        " existed INTEGER NOT NULL, content BLOB, ts REAL NOT NULL,"
+        " PRIMARY KEY (session_id, checkpoint, path)) WITHOUT ROWID",
+    ),
+}
+"""Statements that bring a database from the previous schema version to the key's version."""
+
+_AUTOCHECKPOINT_PAGES = 20_000
+
+# SQLite caps host parameters per statement (32766 on modern builds); 6 per row keeps us far below.
+_MAX_ROWS_PER_INSERT = 500
+
+_INDEX_TYPES = frozenset({"session_created", "session_archived", "run_started", "run_finished"})
+
+_ADVICE = {
+    "SQLITE_FULL": "the disk is full; free some space and try again",
+    "SQLITE_READONLY": "the database is read-only; check the permissions of the file and its directory",
+    "SQLITE_BUSY": "another process holds a lock on it; stop that process or try again",
+    "SQLITE_LOCKED": "another connection holds a lock on it; try again",
+    "SQLITE_CORRUPT": "the file is damaged; move it aside (Loom then starts a new one) and report the problem",
+    "SQLITE_NOTADB": "the file is not a Loom database; move it aside or point Loom at another home",
+    "SQLITE_CANTOPEN": "check that its directory exists and is writable",
+    "SQLITE_IOERR": "the disk reported an error; check the disk and free space",
+}
+
+
+class DatabaseError(Exception):
+    """The database could not be opened, read or written; the message says what to do about it."""
+
+
+def describe(action: str, path: Path, exc: BaseException) -> str:
+    """``"{action} the Loom database at {path}: {error}"``, with advice for the common SQLite failures."""
+    message = f"{action} the Loom database at {path}: {exc}"
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    for prefix, advice in _ADVICE.items():
+        if name.startswith(prefix):
+            return f"{message} ({advice})"
+    return message
+
+
+class Database:
+    """One SQLite file, for a single writing process. Open with :meth:`open`, close with :meth:`close`."""
+
+    def __init__(self, path: Path, conn: aiosqlite.Connection, *, read_only: bool) -> None:
+        self.path = path
+        self.read_only = read_only
+        self._conn = conn
+        self._last_seq: dict[str, int] = {}
+
+    @classmethod
+    async def open(cls, path: Path, *, read_only: bool = False) -> Database:
+        """Open (creating and migrating unless ``read_only``) the database at ``path``.
+
+        Raises:
+            DatabaseError: the file cannot be opened, or a newer Loom wrote it.
+        """
+        conn: aiosqlite.Connection | None = None
+        try:
+            if read_only:
+                conn = await aiosqlite.connect(_read_only_uri(path), uri=True, isolation_level=None)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                conn = await aiosqlite.connect(path, isolation_level=None)
+            db = cls(path, conn, read_only=read_only)
+            await db._configure()
+        except (sqlite3.Error, OSError) as exc:
+            await _close_shielded(conn)
+            raise DatabaseError(describe("cannot open", path, exc)) from exc
+        except BaseException:
+            await _close_shielded(conn)
+            raise
+        return db
+
+    async def close(self) -> None:
+        """Close the connection (it must be closed before the event loop ends)."""
+        await self._conn.close()
+
+    async def _configure(self) -> None:
+        db = self._conn
+        await db.execute("PRAGMA busy_timeout=5000")
+        if self.read_only:
+            await self._check_version(migrate=False)
+            return
+        await db.execute("PRAGMA journal_mode=WAL")
+        # NORMAL in WAL mode never corrupts the database; a power cut may lose the last commits.
+        await db.execute("PRAGMA synchronous=NORMAL")
+        # SQLite's default checkpoints the WAL inside whichever commit crosses 1000 pages, stalling
+        # that step for 10-20 ms. We checkpoint when a run finishes instead; the larger automatic
+        # threshold only bounds the WAL for very long runs.
+        await db.execute(f"PRAGMA wal_autocheckpoint={_AUTOCHECKPOINT_PAGES}")
+        fresh = not await self._has_table("meta")
+        await db.executescript(_SCHEMA)
+        if fresh:
+            # A new file gets version 3 (the base schema) and the migrations build the rest, so that
+            # new and migrated databases can never differ.
+            await db.execute("INSERT INTO meta VALUES ('schema_version', '3')")
+        await self._check_version(migrate=True)
+
+    async def _has_table(self, name: str) -> bool:
+        async with self._conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (name,)) as cur:
+            return await cur.fetchone() is not None
+
+    async def schema_version(self) -> int:
+        """The version recorded in the file (0 for a file without Loom's tables)."""
+        if not await self._has_table("meta"):
+            return 0
+        async with self._conn.execute("SELECT value FROM meta WHERE key='schema_version'") as cur:
+            row = await cur.fetchone()
+        return int(row[0]) if row is not None else 0
+
+    async def _check_version(self, *, migrate: bool) -> None:
+        found = await self.schema_version()
+        if found > SCHEMA_VERSION:
+            raise DatabaseError(
+                f"the Loom database at {self.path} was written by a newer Loom (schema {found}, this Loom "
+                f"knows up to {SCHEMA_VERSION}); upgrade Loom, or point LOOM_HOME elsewhere"
+            )
+        if found < SCHEMA_VERSION and not migrate:
+            raise DatabaseError(
+                f"the Loom database at {self.path} has schema {found} and is opened read-only; "
+                f"open it once read-write to migrate it to schema {SCHEMA_VERSION}"
+            )
+        for version in range(found + 1, SCHEMA_VERSION + 1):
+            await self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                for statement in _MIGRATIONS[version]:
+                    await self._conn.execute(statement)
+                await self._conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(version),))
+                await self._conn.execute("COMMIT")
+            except BaseException:
+                await self._conn.execute("ROLLBACK")
+                raise
+
+    # -- events -----------------------------------------------------------------------------------
+
+    async def append(self, events: Sequence[dict[str, Any]]) -> list[int]:
+        """Number ``events`` per session, store them atomically and return their ``seq`` values.
+
+        Raises:
+            DatabaseError: nothing of the batch was stored (the message says why).
+            ValueError: an event lacks ``session_id``, ``type`` or ``ts``.
+        """
+        if not events:
+            return []
+        planned: dict[str, int] = {}
+        rows: list[tuple[Any, ...]] = []
+        for event in events:
+            sid, kind, ts = event.get("session_id"), event.get("type"), event.get("ts")
+            if not isinstance(sid, str) or not isinstance(kind, str) or not isinstance(ts, int | float):
+                raise ValueError("every event needs a string session_id and type and a numeric ts")
+            seq = planned.get(sid) or await self._next_seq(sid)
+            planned[sid] = seq + 1
+            body = json.dumps({**event, "seq": seq}, separators=(",", ":"), ensure_ascii=False)
+            rows.append((sid, seq, event.get("run_id"), kind, ts, body))
+        indexed = [e for e in events if e["type"] in _INDEX_TYPES]
+        try:
+            if indexed or len(rows) > _MAX_ROWS_PER_INSERT:
+                await self._append_in_transaction(rows, indexed)
+            else:
+                await self._insert_rows(rows)
+        except sqlite3.Error as exc:
+            self._forget(planned)
+            raise DatabaseError(describe("could not write to", self.path, exc)) from exc
+        except BaseException:
+            self._forget(planned)  # cancelled mid-write: the rows may or may not be there; recount next time
+            raise
+        for sid, nxt in planned.items():
+            self._last_seq[sid] = nxt - 1
+        return [row[1] for row in rows]
+
+    async def _next_seq(self, session_id: str) -> int:
+        last = self._last_seq.get(session_id)
+        if last is None:
+            async with self._conn.execute("SELECT MAX(seq) FROM events WHERE session_id=?", (session_id,)) as cur:
+                row = await cur.fetchone()
+            last = int(row[0]) if row is not None and row[0] is not None else 0
+        return last + 1
+
+    def _forget(self, sessions: dict[str, int]) -> None:
+        for sid in sessions:
+            self._last_seq.pop(sid, None)
+
+    async def _insert_rows(self, rows: list[tuple[Any, ...]]) -> None:
+        for start in range(0, len(rows), _MAX_ROWS_PER_INSERT):
+            chunk = rows[start : start + _MAX_ROWS_PER_INSERT]
+            values = ",".join(["(?,?,?,?,?,?)"] * len(chunk))
+            await self._conn.execute(f"INSERT INTO events VALUES {values}", [v for row in chunk for v in row])
+
+    async def _append_in_transaction(self, rows: list[tuple[Any, ...]], indexed: list[dict[str, Any]]) -> None:
+        db = self._conn
+        await db.execute("BEGIN IMMEDIATE")
+        try:
+            await self._insert_rows(rows)
+            for event in indexed:
+                await self._index(event)
+            await db.execute("COMMIT")
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await db.execute("ROLLBACK")
+            raise
+        if any(e["type"] == "run_finished" for e in indexed):
+            # between runs is the cheap moment to fold the WAL back; PASSIVE never blocks readers
+            await db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    async def _index(self, e: dict[str, Any]) -> None:
+        db, kind = self._conn, e["type"]
+        if kind == "session_created":
+            await db.execute(
+                "INSERT INTO sessions (id, created, cwd, model, mode) VALUES (?,?,?,?,?)",
+                (e["session_id"], e["ts"], e.get("cwd", ""), e.get("model", ""), e.get("mode", "bypass")),
+            )
+        elif kind == "session_archived":
+            await db.execute("UPDATE sessions SET archived=1 WHERE id=?", (e["session_id"],))
+        elif kind == "run_started":
+            await db.execute(
+                "INSERT INTO runs (id, session_id, started, status, model, owner) VALUES (?,?,?,?,?,?)",
+                (e["run_id"], e["session_id"], e["ts"], "running", e.get("model", ""), e.get("owner", "")),
+            )
+        elif kind == "run_finished":
+            await db.execute(
+                "UPDATE runs SET finished=?, status=?, reason=?, final_text=? WHERE id=?",
+                (e["ts"], e["status"], e.get("reason", ""), e.get("final_text", ""), e["run_id"]),
+            )
+
+    async def read_events(
+        self, session_id: str, *, after_seq: int = 0, run_id: str | None = None, limit: int | None = None
+    ) -> list[str]:
+        """The stored JSON of a session's events with ``seq > after_seq``, in order."""
+        sql = "SELECT body FROM events WHERE session_id=? AND seq>?"
+        params: list[Any] = [session_id, after_seq]
+        if run_id is not None:
+            sql += " AND run_id=?"
+            params.append(run_id)
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [row[0] for row in await self._fetch(sql, params)]
+
+    # -- sessions and runs ------------------------------------------------------------------------
+
+    async def sessions(self, clause: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+        """Session rows (``clause`` follows ``FROM sessions s``) with their last ``seq``."""
+        sql = (
+            "SELECT id, created, cwd, model, mode, archived, "
+            "(SELECT COALESCE(MAX(seq),0) FROM events WHERE session_id=s.id) FROM sessions s " + clause
+        )
+        keys = ("id", "created", "cwd", "model", "mode", "archived", "last_seq")
+        return [dict(zip(keys, row, strict=True)) for row in await self._fetch(sql, params)]
+
+    async def runs(self, clause: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+        """Run rows; ``clause`` follows ``FROM runs``."""
+        keys = ("id", "session_id", "started", "finished", "status", "reason", "final_text", "model", "owner")
+        sql = f"SELECT {', '.join(keys)} FROM runs " + clause
+        return [dict(zip(keys, row, strict=True)) for row in await self._fetch(sql, params)]
+
+    # -- file snapshots ---------------------------------------------------------------------------
+
+    async def snapshot(self, session_id: str, checkpoint: str, path: str, content: bytes | None, ts: float) -> bool:
+        """Record a file's content under a checkpoint; False when that checkpoint already has the file.
+
+        The first snapshot wins: a checkpoint keeps the file as it was before anything changed it.
+        """
+        try:
+            cur = await self._conn.execute(
+                "INSERT OR IGNORE INTO snapshots VALUES (?,?,?,?,?,?)",
+                (session_id, checkpoint, path, int(content is not None), content, ts),
+            )
+        except sqlite3.Error as exc:
+            raise DatabaseError(describe("could not write to", self.path, exc)) from exc
+        return cur.rowcount == 1
+
+    async def snapshots(self, session_id: str, checkpoint: str | None) -> list[tuple[str, str, bool, int, float]]:
+        """``(checkpoint, path, existed, size, ts)`` of a session's snapshots, oldest first."""
+        sql = "SELECT checkpoint, path, existed, COALESCE(length(content), 0), ts FROM snapshots WHERE session_id=?"
+        params: list[Any] = [session_id]
+        if checkpoint is not None:
+            sql += " AND checkpoint=?"
+            params.append(checkpoint)
+        rows = await self._fetch(sql + " ORDER BY ts, path", params)
+        return [(r[0], r[1], bool(r[2]), r[3], r[4]) for r in rows]
+
+    async def snapshot_content(self, session_id: str, checkpoint: str, path: str) -> tuple[bool, bytes | None] | None:
+        """``(existed, content)`` of one snapshot, or None when there is none."""
+        rows = await self._fetch(
+            "SELECT existed, content FROM snapshots WHERE session_id=? AND checkpoint=? AND path=?",
+            (session_id, checkpoint, path),
+        )
+        return (bool(rows[0][0]), rows[0][1]) if rows else None
+
+    async def _fetch(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        try:
+            async with self._conn.execute(sql, params) as cur:
+                return list(await cur.fetchall())
+        except sqlite3.Error as exc:
+            raise DatabaseError(describe("could not read", self.path, exc)) from exc
+
+
+def _read_only_uri(path: Path) -> str:
+    # mode=ro makes SQLite refuse every write with SQLITE_READONLY, whatever the file's permissions
+    return f"{path.resolve().as_uri()}?mode=ro"
+
+
+async def _close_shielded(conn: aiosqlite.Connection | None) -> None:
+    if conn is not None:
+        with anyio.CancelScope(shield=True):
+            await conn.close()

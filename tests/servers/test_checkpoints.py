@@ -1,0 +1,253 @@
+"""The checkpoints server through a real MCP client: in-process (both eras) and as `loom server checkpoints`."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import sqlite3
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from servers.checkpoints import SCHEMA_VERSION, build_server
+from tests.servers._support import IN_PROCESS_MODES
+
+pytestmark = pytest.mark.anyio
+
+LOOM = str(Path(sys.executable).with_name("loom"))
+
+
+def created(sid: str, ts: float = 1.0) -> dict[str, Any]:
+    return {"type": "session_created", "session_id": sid, "ts": ts, "cwd": "/x", "model": "m", "mode": "ask"}
+
+
+def notice(sid: str, text: str, run_id: str | None = None) -> dict[str, Any]:
+    return {"type": "notice", "session_id": sid, "ts": 2.0, "run_id": run_id, "text": text}
+
+
+@contextlib.asynccontextmanager
+async def connected(path: Path, mode: str = "auto", *, read_only: bool = False) -> AsyncIterator[Client]:
+    async with Client(build_server(path, read_only=read_only), mode=mode) as client:
+        yield client
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return dict(result.structured_content)
+
+
+async def error_of(client: Client, tool: str, **arguments: Any) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error
+    return " ".join(getattr(block, "text", "") for block in result.content)
+
+
+@pytest.mark.parametrize("mode", IN_PROCESS_MODES)
+async def test_tools_serve_the_runtime_and_say_which_only_read(tmp_path: Path, mode: str) -> None:
+    async with connected(tmp_path / "loom.db", mode) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == {
+        "status",
+        "append_events",
+        "read_events",
+        "get_session",
+        "list_sessions",
+        "get_run",
+        "find_run",
+        "list_runs",
+        "list_runs_with_status",
+        "snapshot_file",
+        "list_snapshots",
+        "read_snapshot",
+    }
+    read_only = {name for name, t in tools.items() if t.annotations and t.annotations.read_only_hint}
+    assert read_only == set(tools) - {"append_events", "snapshot_file"}
+
+
+@pytest.mark.parametrize("mode", IN_PROCESS_MODES)
+async def test_events_are_numbered_per_session_and_kept_as_sent(tmp_path: Path, mode: str) -> None:
+    async with connected(tmp_path / "loom.db", mode) as client:
+        first = await call(client, "append_events", events=[created("a"), notice("a", "één"), created("b")])
+        second = await call(client, "append_events", events=[notice("a", "two", run_id="r_1")])
+        assert (first["seqs"], second["seqs"]) == ([1, 2, 1], [3])
+        events = (await call(client, "read_events", session_id="a"))["events"]
+        assert [(e["seq"], e["type"]) for e in events] == [(1, "session_created"), (2, "notice"), (3, "notice")]
+        assert events[1] == {**notice("a", "één"), "seq": 2}
+        assert [
+            e["seq"] for e in (await call(client, "read_events", session_id="a", after_seq=1, limit=1))["events"]
+        ] == [2]
+        by_run = (await call(client, "read_events", session_id="a", run_id="r_1"))["events"]
+        assert [e["text"] for e in by_run] == ["two"]
+        session = (await call(client, "get_session", session_id="a"))["session"]
+        assert session is not None and (session["mode"], session["last_seq"]) == ("ask", 3)
+    async with connected(tmp_path / "loom.db", mode) as client:  # numbering continues after a reopen
+        assert (await call(client, "append_events", events=[notice("a", "three")]))["seqs"] == [4]
+
+
+async def test_run_index_follows_run_events(tmp_path: Path) -> None:
+    started = {"type": "run_started", "session_id": "s", "run_id": "r_abc", "ts": 5.0, "model": "m", "owner": "1:2"}
+    finished = {
+        "type": "run_finished",
+        "session_id": "s",
+        "run_id": "r_abc",
+        "ts": 6.0,
+        "status": "completed",
+        "reason": "end_turn",
+        "final_text": "ok",
+    }
+    async with connected(tmp_path / "loom.db") as client:
+        await call(client, "append_events", events=[created("s"), started])
+        assert [r["id"] for r in (await call(client, "list_runs_with_status", status="running"))["runs"]] == ["r_abc"]
+        await call(client, "append_events", events=[finished, {**created("t"), "ts": 9.0}])
+        run = (await call(client, "get_run", run_id="r_abc"))["run"]
+        assert (run["status"], run["final_text"], run["owner"], run["finished"]) == ("completed", "ok", "1:2", 6.0)
+        assert (await call(client, "find_run", prefix="r_a"))["run"]["id"] == "r_abc"
+        assert (await call(client, "find_run", prefix="r%"))["run"] is None  # LIKE wildcards are literal
+        assert [r["id"] for r in (await call(client, "list_runs", session_id="s"))["runs"]] == ["r_abc"]
+        await call(client, "append_events", events=[{"type": "session_archived", "session_id": "t", "ts": 10.0}])
+        assert [s["id"] for s in (await call(client, "list_sessions"))["sessions"]] == ["s"]
+        listed = (await call(client, "list_sessions", include_archived=True))["sessions"]
+        assert [(s["id"], s["archived"]) for s in listed] == [("t", True), ("s", False)]
+
+
+async def test_a_batch_is_stored_whole_or_not_at_all(tmp_path: Path) -> None:
+    started = {"type": "run_started", "session_id": "s", "run_id": "r", "ts": 1.0, "model": "m"}
+    async with connected(tmp_path / "loom.db") as client:
+        await call(client, "append_events", events=[created("s"), started])
+        # the same run id twice violates the runs primary key: the notice before it must not stay
+        message = await error_of(client, "append_events", events=[notice("s", "lost"), started])
+        assert "could not write to the Loom database" in message
+        assert [e["type"] for e in (await call(client, "read_events", session_id="s"))["events"]] == [
+            "session_created",
+            "run_started",
+        ]
+        assert (await call(client, "append_events", events=[notice("s", "next")]))["seqs"] == [3]
+
+
+async def test_events_without_session_type_or_time_are_refused(tmp_path: Path) -> None:
+    async with connected(tmp_path / "loom.db") as client:
+        message = await error_of(client, "append_events", events=[notice("s", "ok"), {"type": "notice"}])
+        assert "session_id" in message
+        assert (await call(client, "read_events", session_id="s"))["events"] == []
+
+
+async def test_file_snapshots_keep_the_first_content_per_checkpoint(tmp_path: Path) -> None:
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+
+    async with connected(tmp_path / "loom.db") as client:
+        args = {"session_id": "s", "checkpoint": "r_1:1"}
+        assert (await call(client, "snapshot_file", **args, path="a.txt", content_b64=b64(b"\x00old")))["recorded"]
+        assert not (await call(client, "snapshot_file", **args, path="a.txt", content_b64=b64(b"new")))["recorded"]
+        await call(client, "snapshot_file", **args, path="new.txt", content_b64=None)
+        await call(client, "snapshot_file", session_id="s", checkpoint="r_1:2", path="a.txt", content_b64=b64(b"x"))
+        listed = (await call(client, "list_snapshots", session_id="s", checkpoint="r_1:1"))["snapshots"]
+        assert sorted((s["path"], s["existed"], s["size"]) for s in listed) == [
+            ("a.txt", True, 4),
+            ("new.txt", False, 0),
+        ]
+        assert len((await call(client, "list_snapshots", session_id="s"))["snapshots"]) == 3
+        content = await call(client, "read_snapshot", **args, path="a.txt")
+        assert content["found"] and base64.b64decode(content["content_b64"]) == b"\x00old"
+        gone = await call(client, "read_snapshot", **args, path="new.txt")
+        assert (gone["found"], gone["existed"], gone["content_b64"]) == (True, False, None)
+        assert not (await call(client, "read_snapshot", **args, path="other"))["found"]
+        assert "base64" in await error_of(client, "snapshot_file", **args, path="b", content_b64="%%%")
+
+
+V3_SCHEMA = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT INTO meta VALUES ('schema_version', '3');
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY, created REAL NOT NULL, cwd TEXT NOT NULL, model TEXT NOT NULL,
+    mode TEXT NOT NULL DEFAULT 'bypass', archived INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE runs (
+    id TEXT PRIMARY KEY, session_id TEXT NOT NULL, started REAL NOT NULL, finished REAL,
+    status TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '', final_text TEXT NOT NULL DEFAULT '',
+    model TEXT NOT NULL, owner TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX runs_by_session ON runs (session_id, started);
+CREATE TABLE events (
+    session_id TEXT NOT NULL, seq INTEGER NOT NULL, run_id TEXT, type TEXT NOT NULL,
+    ts REAL NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX events_by_run ON events (run_id, seq);
+INSERT INTO sessions VALUES ('s_old', 1.0, '/x', 'm', 'ask', 0);
+INSERT INTO runs VALUES ('r_old', 's_old', 1.0, 2.0, 'completed', 'end_turn', 'done', 'm', '7:8');
+INSERT INTO events VALUES ('s_old', 1, NULL, 'session_created', 1.0,
+    '{"seq":1,"session_id":"s_old","ts":1.0,"type":"session_created","cwd":"/x","model":"m","mode":"ask"}');
+"""
+"""A database as the orchestrator's own SQLite store (schema 3) left it."""
+
+
+async def test_a_version_3_database_is_migrated_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "loom.db"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.executescript(V3_SCHEMA)
+    async with connected(path) as client:
+        assert (await call(client, "status"))["schema_version"] == SCHEMA_VERSION
+        assert (await call(client, "get_run", run_id="r_old"))["run"]["owner"] == "7:8"
+        assert (await call(client, "read_events", session_id="s_old"))["events"][0]["mode"] == "ask"
+        assert (await call(client, "append_events", events=[notice("s_old", "new")]))["seqs"] == [2]
+        await call(client, "snapshot_file", session_id="s_old", checkpoint="c", path="p", content_b64=None)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+        assert conn.execute("SELECT count(*) FROM snapshots").fetchone() == (1,)
+
+
+async def test_a_newer_schema_is_refused_with_advice(tmp_path: Path) -> None:
+    path = tmp_path / "loom.db"
+    async with connected(path) as client:
+        await call(client, "append_events", events=[created("s")])
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION + 1),))
+        conn.commit()
+    async with connected(path) as client:
+        message = await error_of(client, "status")
+        assert "newer Loom" in message and "upgrade Loom" in message
+        assert "newer Loom" in await error_of(client, "read_events", session_id="s")
+    with contextlib.closing(sqlite3.connect(path)) as conn:  # refused, not touched
+        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
+            str(SCHEMA_VERSION + 1),
+        )
+
+
+async def test_a_read_only_database_reads_and_refuses_writes_plainly(tmp_path: Path) -> None:
+    path = tmp_path / "loom.db"
+    async with connected(path) as client:
+        await call(client, "append_events", events=[created("s"), notice("s", "kept")])
+    async with connected(path, read_only=True) as client:
+        assert (await call(client, "status"))["read_only"]
+        message = await error_of(client, "append_events", events=[notice("s", "lost")])
+        assert "read-only" in message and str(path) in message
+        assert len((await call(client, "read_events", session_id="s"))["events"]) == 2
+    async with connected(path) as client:
+        assert (await call(client, "append_events", events=[notice("s", "next")]))["seqs"] == [3]
+
+
+async def test_an_unopenable_database_is_reported_by_every_tool(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    async with connected(blocker / "loom.db") as client:
+        assert "cannot open the Loom database" in await error_of(client, "status")
+        assert "cannot open the Loom database" in await error_of(client, "get_run", run_id="r")
+
+
+async def test_loom_server_checkpoints_serves_over_stdio(tmp_path: Path) -> None:
+    db = tmp_path / "home" / "loom.db"
+    params = StdioServerParameters(command=LOOM, args=["server", "checkpoints", "--db", str(db)])
+    async with Client(params) as client:
+        assert (await call(client, "append_events", events=[created("s"), notice("s", "hi")]))["seqs"] == [1, 2]
+        info = await call(client, "status")
+    assert info == {"path": str(db), "schema_version": SCHEMA_VERSION, "read_only": False}
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert conn.execute("SELECT type FROM events ORDER BY seq").fetchall() == [("session_created",), ("notice",)]
