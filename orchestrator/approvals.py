@@ -21,7 +21,7 @@ from typing import Any, Literal
 import anyio
 
 from orchestrator.eventlog import EventLog
-from orchestrator.events import ApprovalDecided, ApprovalRequested
+from orchestrator.events import ApprovalDecided, ApprovalKind, ApprovalRequested
 from orchestrator.hub import HubTool
 from orchestrator.policy import MODES as POLICY_MODES
 from orchestrator.policy import decide
@@ -73,6 +73,8 @@ class PendingApproval:
     tool: str
     arguments: dict[str, Any]
     reason: str
+    kind: ApprovalKind = "policy"
+    """``review`` for a call a resumed run found unfinished: approve re-runs it, deny skips it."""
     decision: Decision | None = None
     decision_reason: str = ""
     decided_by: str = ""
@@ -114,7 +116,13 @@ class Approvals:
         return decided, why
 
     async def ask(
-        self, run_id: str, call_id: str, tool: str, arguments: dict[str, Any], reason: str
+        self,
+        run_id: str,
+        call_id: str,
+        tool: str,
+        arguments: dict[str, Any],
+        reason: str,
+        kind: ApprovalKind = "policy",
     ) -> tuple[bool, str]:
         """Record a request and wait, without a timeout, for the first decision.
 
@@ -122,7 +130,7 @@ class Approvals:
             ``(allowed, message)``; the message is what the model is told when it is denied.
         """
         approval_id = f"ap_{uuid.uuid4().hex[:12]}"
-        pending = PendingApproval(approval_id, self.session_id, run_id, call_id, tool, arguments, reason)
+        pending = PendingApproval(approval_id, self.session_id, run_id, call_id, tool, arguments, reason, kind)
         self.pending[approval_id] = pending
         try:
             await self.log.append(
@@ -134,6 +142,7 @@ class Approvals:
                     tool=tool,
                     arguments=arguments,
                     reason=reason,
+                    kind=kind,
                 )
             )
             await pending.done.wait()

@@ -15,8 +15,14 @@ from pydantic import BaseModel, Field, TypeAdapter
 
 from orchestrator.messages import Message, Usage
 
-RunStatus = Literal["queued", "running", "awaiting_approval", "completed", "failed", "cancelled", "interrupted"]
-"""Where a run is in its life; the last four are final."""
+RunStatus = Literal[
+    "queued", "running", "awaiting_approval", "completed", "failed", "cancelled", "interrupted", "needs_review"
+]
+"""Where a run is in its life. ``completed``, ``failed`` and ``cancelled`` are final; ``interrupted`` and
+``needs_review`` runs may be resumed (``needs_review`` is also shown while a resumed run waits for a review)."""
+
+ApprovalKind = Literal["policy", "review"]
+"""Why an approval is asked: policy before a call, or a review of a call an interruption left unfinished."""
 
 FailureKind = Literal["invalid_arguments", "unknown_tool", "server_unavailable", "timed_out", "tool_error", "denied"]
 """Why a tool call failed, in terms a user (and a retry policy) can act on."""
@@ -144,6 +150,9 @@ class ApprovalRequested(_EventBase):
     tool: str
     arguments: dict[str, Any]
     reason: str
+    kind: ApprovalKind = "policy"
+    """``policy``: policy asks before a call; ``review``: a resumed run asks whether to run again a call
+    that was in progress when Loom was interrupted (approve re-runs it, deny skips it)."""
 
 
 class ApprovalDecided(_EventBase):
@@ -163,6 +172,28 @@ class ServerFailed(_EventBase):
     type: Literal["server_failed"] = "server_failed"
     server: str
     error: str
+
+
+class RunResumed(_EventBase):
+    """An interrupted run continues under its own id, after step ``after_step``.
+
+    The call lists refer to the tool calls of the run's last assistant message: ``reused`` had
+    finished (their stored results are fed back, nothing runs again), ``rerun`` had started but not
+    finished and are read-only or idempotent (run again), ``review`` had started but not finished
+    and may have side effects (a reviewer decides), ``unstarted`` never started (policy decides again).
+    """
+
+    type: Literal["run_resumed"] = "run_resumed"
+    run_id: str
+    after_step: int
+    owner: str = ""
+    """The process now driving the run (``PID:STARTTIME``)."""
+    reused: list[str] = Field(default_factory=list)
+    rerun: list[str] = Field(default_factory=list)
+    review: list[str] = Field(default_factory=list)
+    unstarted: list[str] = Field(default_factory=list)
+    note: str
+    """What the model is told about the interruption (next to the tool results, or after the user message)."""
 
 
 class RunFinished(_EventBase):
@@ -191,6 +222,7 @@ Event = Annotated[
     | ApprovalRequested
     | ApprovalDecided
     | ServerFailed
+    | RunResumed
     | RunFinished,
     Field(discriminator="type"),
 ]

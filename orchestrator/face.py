@@ -44,6 +44,8 @@ class SessionInfo(BaseModel):
     archived: bool
     last_seq: int
     """The newest event's seq; read_events(after_seq=last_seq) waits for what comes next."""
+    state: str = "idle"
+    """``active`` (a run is in progress), ``idle`` or ``archived``."""
 
 
 class SessionList(BaseModel):
@@ -58,7 +60,10 @@ class RunInfo(BaseModel):
     run_id: str
     session_id: str
     status: str
-    """running, awaiting_approval, completed, failed, cancelled or interrupted."""
+    """running, awaiting_approval, needs_review, completed, failed, cancelled or interrupted.
+
+    interrupted and needs_review runs can be continued with resume_run; a running run is needs_review while
+    it waits for a decision about a call that Loom's interruption left unfinished."""
     reason: str = ""
     final_text: str = ""
     pending_approvals: list[str] = Field(default_factory=list)
@@ -82,6 +87,9 @@ class ApprovalInfo(BaseModel):
     tool: str
     arguments: dict[str, Any]
     reason: str
+    kind: str = "policy"
+    """``policy`` (approve runs the call) or ``review`` (a resumed run's unfinished call: approve runs it
+    again, deny skips it)."""
     decision: str | None = None
     decided_by: str = ""
 
@@ -99,7 +107,7 @@ class ApprovalList(BaseModel):
     approvals: list[ApprovalInfo]
 
 
-def _session(record: SessionRecord) -> SessionInfo:
+def _session(record: SessionRecord, state: str) -> SessionInfo:
     return SessionInfo(
         session_id=record.id,
         cwd=record.cwd,
@@ -107,6 +115,7 @@ def _session(record: SessionRecord) -> SessionInfo:
         mode=record.mode,
         archived=record.archived,
         last_seq=record.last_seq,
+        state=state,
     )
 
 
@@ -118,6 +127,7 @@ def _approval(p: PendingApproval) -> ApprovalInfo:
         tool=p.tool,
         arguments=p.arguments,
         reason=p.reason,
+        kind=p.kind,
         decision=p.decision,
         decided_by=p.decided_by,
     )
@@ -129,10 +139,14 @@ def build_face(host: SessionHost) -> MCPServer:
         "loom",
         instructions=(
             "Drive Loom agent sessions. create_session, then send_message (returns at once; poll get_run "
-            "or read_events with wait_s). Runs in mode 'ask' wait for approvals: list_approvals, decide_approval."
+            "or read_events with wait_s). Runs in mode 'ask' wait for approvals: list_approvals, decide_approval. "
+            "An interrupted run continues with resume_run."
         ),
         log_level="WARNING",
     )
+
+    def session_info(record: SessionRecord) -> SessionInfo:
+        return _session(record, host.session_state(record))
 
     async def run_info(view: RunView) -> RunInfo:
         pending = [p.approval_id for p in host.pending(run_id=view.run_id)]
@@ -175,24 +189,24 @@ def build_face(host: SessionHost) -> MCPServer:
         with _tool_errors():
             chosen = resolve_model(model or default_model_spec(), base_dir=Path(cwd))
             session = await host.create_session(Path(cwd), chosen, mode, headless=headless)
-            return _session(await host.record(session.id))
+            return session_info(await host.record(session.id))
 
     @face.tool(annotations=_READ_ONLY)
     async def list_sessions(include_archived: bool = False) -> SessionList:
         """Sessions, newest first."""
-        return SessionList(sessions=[_session(r) for r in await host.list_sessions(include_archived)])
+        return SessionList(sessions=[session_info(r) for r in await host.list_sessions(include_archived)])
 
     @face.tool(annotations=_READ_ONLY)
     async def get_session(session_id: str) -> SessionInfo:
         """One session's state, including the seq of its newest event."""
         with _tool_errors():
-            return _session(await host.record(session_id))
+            return session_info(await host.record(session_id))
 
     @face.tool()
     async def archive_session(session_id: str) -> SessionInfo:
         """Archive a session: hidden from list_sessions, kept in the store (never deleted)."""
         with _tool_errors():
-            return _session(await host.archive(session_id))
+            return session_info(await host.archive(session_id))
 
     @face.tool()
     async def send_message(
@@ -205,6 +219,19 @@ def build_face(host: SessionHost) -> MCPServer:
         """Start a run answering ``text``; returns at once, or waits up to ``wait_s`` s for its end or an approval."""
         with _tool_errors():
             handle = await host.start_run(session_id, text, max_steps)
+            return await wait_for_run(handle.run_id, wait_s, ctx)
+
+    @face.tool()
+    async def resume_run(run_id: str, ctx: Context, wait_s: float = Field(0.0, ge=0, le=MAX_WAIT_S)) -> RunInfo:
+        """Continue an interrupted (or needs_review) run under its own id, without a new message.
+
+        Finished tool calls are reused, never run again; a call that was in progress is run again only if its
+        tool is read-only or idempotent, otherwise the run is needs_review and asks (list_approvals /
+        decide_approval: approve_once runs it again, deny skips it with your reason shown to the model,
+        cancel_run stops). Returns at once, or waits up to ``wait_s`` s like send_message.
+        """
+        with _tool_errors():
+            handle = await host.resume_run(run_id)
             return await wait_for_run(handle.run_id, wait_s, ctx)
 
     @face.tool(annotations=_READ_ONLY)

@@ -8,12 +8,15 @@ so a call that starts a run returns at once and another call can cancel it.
 Sessions and runs are plain ids that survive restarts: a session not open in this process is
 reopened from the store (history rebuilt from its events), and runs are read from the store. On
 start, runs a crash left ``running`` are marked ``interrupted``; on close, runs still going are
-recorded as ``interrupted`` too.
+recorded as ``interrupted`` too. An interrupted run can be resumed under its own id
+(:meth:`SessionHost.resume_run`, see :mod:`orchestrator.resume`); while it waits for a reviewer to
+decide about a call the interruption left unfinished, its status is ``needs_review``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,8 +29,11 @@ from anyio.abc import TaskGroup
 from orchestrator.approvals import MODES, ApprovalError, Decision, PendingApproval
 from orchestrator.events import RunStatus, SessionArchived
 from orchestrator.models.base import Model
+from orchestrator.resume import RESUMABLE, ResumeError, find_resume_point
 from orchestrator.runtime import RunResult, Runtime, Session, new_id
 from orchestrator.store import RunRecord, SessionRecord
+
+logger = logging.getLogger(__name__)
 
 ModelResolver = Callable[[str, Path], Model]
 """Builds the model named by a stored spec, for sessions reopened from the store."""
@@ -78,10 +84,12 @@ class SessionHost:
         self._tg: TaskGroup | None = None
         self._closing = anyio.Event()
         self._opening = anyio.Lock()
+        self.interrupted: list[str] = []
+        """Runs this host marked ``interrupted`` when it opened (a crash left them running)."""
 
     async def __aenter__(self) -> Self:
         self._tg = await self._exit.enter_async_context(anyio.create_task_group())
-        await self.runtime.mark_interrupted()
+        self.interrupted = await self.runtime.mark_interrupted()
         return self
 
     async def __aexit__(
@@ -183,6 +191,13 @@ class SessionHost:
             raise HostError(f"no session {session_id!r}; list_sessions shows the existing ones")
         return record
 
+    def session_state(self, record: SessionRecord) -> str:
+        """``archived``, ``active`` (a run of it is in progress in this process) or ``idle``."""
+        if record.archived:
+            return "archived"
+        busy = any(h.session_id == record.id and not h.done.is_set() for h in self.runs.values())
+        return "active" if busy else "idle"
+
     async def list_sessions(self, include_archived: bool = False) -> list[SessionRecord]:
         """Sessions in the store, newest first."""
         return await self.runtime.log.store.list_sessions(include_archived=include_archived)
@@ -215,19 +230,73 @@ class SessionHost:
         self._tg.start_soon(self._drive, session, handle, text, max_steps)
         return handle
 
-    async def _drive(self, session: Session, handle: RunHandle, text: str, max_steps: int) -> None:
+    async def _drive(self, session: Session, handle: RunHandle, text: str | None, max_steps: int) -> None:
+        """Drive a new run answering ``text``, or (``text`` None) resume the interrupted run ``handle.run_id``."""
         try:
             with handle.scope:
-                handle.result = await session.run(text, max_steps=max_steps, run_id=handle.run_id)
+                if text is None:
+                    handle.result = await session.resume(handle.run_id)
+                else:
+                    handle.result = await session.run(text, max_steps=max_steps, run_id=handle.run_id)
             if handle.scope.cancelled_caught:
                 handle.status = "interrupted" if session.stopping else "cancelled"
             elif handle.result is not None:
-                handle.status = "completed" if handle.result.status == "completed" else "failed"
+                ended = handle.result.status
+                handle.status = (
+                    "completed" if ended == "completed" else "needs_review" if ended == "needs_review" else "failed"
+                )
+        except ResumeError as exc:  # it changed between the check and the start; the store's record stands
+            logger.warning("run %s was not resumed: %s", handle.run_id, exc)
+            if self.runs.get(handle.run_id) is handle:
+                del self.runs[handle.run_id]
         except Exception as exc:  # a store failure ends this run, never the host
             handle.status = "failed"
             handle.result = RunResult(handle.run_id, "failed", f"{type(exc).__name__}: {exc}", "", 0)
         finally:
             handle.done.set()
+
+    async def resume_run(self, run_id: str) -> RunHandle:
+        """Resume an ``interrupted`` or ``needs_review`` run under its own id, in the background.
+
+        Raises:
+            HostError: no such run, it is not resumable (still going, finished, or not its session's
+                latest run), or its session cannot be used or has another run in progress.
+        """
+        current = self.runs.get(run_id)
+        if current is not None and not current.done.is_set():
+            raise HostError(f"run {run_id!r} is in progress; only an interrupted run can be resumed")
+        record = await self.runtime.log.store.get_run(run_id)
+        if record is None:
+            raise HostError(f"no run {run_id!r}; read_events or list_sessions show the existing ones")
+        if record.status not in RESUMABLE:
+            raise HostError(f"run {run_id!r} is {record.status}; only an interrupted run can be resumed")
+        session = await self.session(record.session_id)
+        if any(h.session_id == session.id and not h.done.is_set() for h in self.runs.values()):
+            raise HostError(f"session {session.id!r} has a run in progress; wait for it or cancel it first")
+        try:
+            find_resume_point(await self.runtime.log.store.read_events(session.id), run_id)
+        except ResumeError as exc:
+            raise HostError(str(exc)) from exc
+        assert self._tg is not None, "the host is not open"
+        handle = RunHandle(run_id=run_id, session_id=session.id)
+        self.runs[run_id] = handle
+        self._tg.start_soon(self._drive, session, handle, None, 0)
+        return handle
+
+    async def resume_interrupted(self) -> list[str]:
+        """Resume the runs marked interrupted when this host opened (``autoResume``); returns those started.
+
+        A run that cannot be resumed (its session's directory is gone, say) is logged and left as it is.
+        """
+        started: list[str] = []
+        for run_id in self.interrupted:
+            try:
+                await self.resume_run(run_id)
+            except HostError as exc:
+                logger.warning("not resuming run %s: %s", run_id, exc)
+                continue
+            started.append(run_id)
+        return started
 
     async def view(self, run_id: str) -> RunView:
         """A run's current state, from this process or the store.
@@ -238,7 +307,10 @@ class SessionHost:
         handle = self.runs.get(run_id)
         if handle is not None:
             status: str = handle.status
-            if status == "running" and self.pending(run_id=run_id):
+            waiting = self.pending(run_id=run_id) if status == "running" else []
+            if any(p.kind == "review" for p in waiting):
+                status = "needs_review"
+            elif waiting:
                 status = "awaiting_approval"
             result = handle.result
             return RunView(

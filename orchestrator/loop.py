@@ -5,6 +5,9 @@ It sees the world through three things only: a :class:`~orchestrator.models.base
 list that grows by appending; nothing copies it per step, so a step costs the same at step 200 as at
 step 2. Every effect is recorded before the next model call: the assistant message and the calls it
 starts in one store batch, each result as it arrives.
+
+:mod:`orchestrator.resume` reuses the call-handling steps (:func:`check_calls`, :func:`ask_calls`,
+:func:`run_tools`) to finish an interrupted step, then hands the run back to :func:`run_loop`.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import anyio.lowlevel
 
 from orchestrator.approvals import Approvals
 from orchestrator.eventlog import EventLog
-from orchestrator.events import AssistantMessage, RunStatus, TextDelta, ToolCallFinished, ToolCallStarted
+from orchestrator.events import ApprovalKind, AssistantMessage, RunStatus, TextDelta, ToolCallFinished, ToolCallStarted
 from orchestrator.hub import Hub, ToolOutcome
 from orchestrator.messages import Message, ToolResultBlock, ToolUseBlock
 from orchestrator.models.base import Model, ModelError, ModelRequest, ModelResponse, ToolSpec
@@ -69,7 +72,7 @@ async def run_loop(ctx: RunContext) -> LoopResult:
         ctx.history.append(message)
         final_text = message.text or final_text
         uses = message.tool_uses
-        approved, refused, to_ask = await _check_calls(ctx, uses)
+        approved, refused, to_ask = await check_calls(ctx, uses)
         assistant = AssistantMessage(
             session_id=ctx.session_id,
             run_id=ctx.run_id,
@@ -79,21 +82,21 @@ async def run_loop(ctx: RunContext) -> LoopResult:
             usage=response.usage,
             duration_ms=model_ms,
         )
-        refusals = [_finished(ctx, use, outcome, 0.0) for use, outcome in refused]
+        refusals = [finished_event(ctx, use, outcome, 0.0) for use, outcome in refused]
         if not to_ask:  # the hot path: one store batch per step
-            await ctx.log.append(assistant, *(_started(ctx, use) for use in approved), *refusals)
+            await ctx.log.append(assistant, *(started_event(ctx, use) for use in approved), *refusals)
         else:
             await ctx.log.append(assistant, *refusals)
-            allowed, denied = await _ask(ctx, to_ask)
+            allowed, denied = await ask_calls(ctx, to_ask)
             approved = [u for u in uses if u in approved or u in allowed]
             refused.extend(denied)
             await ctx.log.append(
-                *(_started(ctx, use) for use in approved), *(_finished(ctx, u, o, 0.0) for u, o in denied)
+                *(started_event(ctx, use) for use in approved), *(finished_event(ctx, u, o, 0.0) for u, o in denied)
             )
         if not uses:
             await anyio.lowlevel.checkpoint_if_cancelled()
             return LoopResult("completed", response.stop_reason, final_text, ctx.step)
-        results = await _run_tools(ctx, uses, approved, refused)
+        results = await run_tools(ctx, uses, approved, refused)
         ctx.history.append(Message(role="user", content=list(results)))
     return LoopResult("failed", f"max_steps: stopped after {ctx.max_steps} model calls", final_text, ctx.step)
 
@@ -115,7 +118,7 @@ async def _model_step(ctx: RunContext, tools: list[ToolSpec]) -> tuple[ModelResp
     return response, _ms_since(started)
 
 
-async def _check_calls(
+async def check_calls(
     ctx: RunContext, uses: list[ToolUseBlock]
 ) -> tuple[list[ToolUseBlock], list[tuple[ToolUseBlock, ToolOutcome]], list[tuple[ToolUseBlock, str]]]:
     """Sort the calls: may run, refused up front (unknown tool, bad arguments, policy), or to ask about."""
@@ -138,8 +141,8 @@ async def _check_calls(
     return approved, refused, to_ask
 
 
-async def _ask(
-    ctx: RunContext, to_ask: list[tuple[ToolUseBlock, str]]
+async def ask_calls(
+    ctx: RunContext, to_ask: list[tuple[ToolUseBlock, str]], kind: ApprovalKind = "policy"
 ) -> tuple[list[ToolUseBlock], list[tuple[ToolUseBlock, ToolOutcome]]]:
     """Request every approval at once and wait (without a timeout) for all the decisions."""
     approvals = ctx.approvals
@@ -148,7 +151,7 @@ async def _ask(
     denied: list[tuple[ToolUseBlock, ToolOutcome]] = []
 
     async def one(use: ToolUseBlock, reason: str) -> None:
-        ok, message = await approvals.ask(ctx.run_id, use.id, use.name, use.input, reason)
+        ok, message = await approvals.ask(ctx.run_id, use.id, use.name, use.input, reason, kind)
         if ok:
             allowed.append(use)
         else:
@@ -160,7 +163,7 @@ async def _ask(
     return allowed, denied
 
 
-async def _run_tools(
+async def run_tools(
     ctx: RunContext,
     uses: list[ToolUseBlock],
     approved: list[ToolUseBlock],
@@ -173,7 +176,7 @@ async def _run_tools(
         started = time.perf_counter()
         outcome = await ctx.hub.dispatch(use.name, use.input)
         outcomes[use.id] = outcome
-        await ctx.log.append(_finished(ctx, use, outcome, _ms_since(started)))
+        await ctx.log.append(finished_event(ctx, use, outcome, _ms_since(started)))
 
     if len(approved) == 1:
         await one(approved[0])  # the common case needs no task group
@@ -187,13 +190,15 @@ async def _run_tools(
     ]
 
 
-def _started(ctx: RunContext, use: ToolUseBlock) -> ToolCallStarted:
+def started_event(ctx: RunContext, use: ToolUseBlock) -> ToolCallStarted:
+    """The journal entry for a call about to be sent to its server."""
     return ToolCallStarted(
         session_id=ctx.session_id, run_id=ctx.run_id, step=ctx.step, call_id=use.id, tool=use.name, arguments=use.input
     )
 
 
-def _finished(ctx: RunContext, use: ToolUseBlock, outcome: ToolOutcome, duration_ms: float) -> ToolCallFinished:
+def finished_event(ctx: RunContext, use: ToolUseBlock, outcome: ToolOutcome, duration_ms: float) -> ToolCallFinished:
+    """The journal entry for a call's result (or its refusal, which never started)."""
     return ToolCallFinished(
         session_id=ctx.session_id,
         run_id=ctx.run_id,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +30,7 @@ from orchestrator.models.base import Model, ModelError
 from orchestrator.models.retry import RetryingModel, RetryPolicy
 from orchestrator.owner import owner_alive, this_process
 from orchestrator.policy.rules import Rule, load_rules
+from orchestrator.resume import RESUMABLE, ResumeError, find_resume_point, resume_loop
 from orchestrator.store import StoreError
 
 logger = logging.getLogger(__name__)
@@ -104,38 +105,75 @@ class Session:
                 UserMessage(session_id=self.id, run_id=run_id, text=text),
             )
             self.history.append(Message(role="user", content=[TextBlock(text=text)]))
-            ctx = RunContext(
-                session_id=self.id,
-                run_id=run_id,
-                model=self.model,
-                hub=self.hub,
-                log=self.log,
-                system=system_prompt(self.cwd),
-                history=self.history,
-                max_steps=max_steps,
-                approvals=self.approvals,
+            return await self._drive(self._context(run_id, max_steps), retry, run_loop)
+
+    async def resume(self, run_id: str, *, retry: RetryPolicy | None = None, headless: bool | None = None) -> RunResult:
+        """Continue an ``interrupted`` (or ``needs_review``) run of this session under its own id.
+
+        Finished tool calls are reused, unfinished read-only or idempotent ones run again, other
+        unfinished ones are reviewed (see :mod:`orchestrator.resume`). ``headless`` (default: the
+        session's own setting) means nobody can review: such a run ends ``needs_review``.
+
+        Raises:
+            orchestrator.resume.ResumeError: the run cannot be resumed (the message says why).
+            orchestrator.store.StoreError: the event log could not be written.
+        """
+        headless = self.approvals.headless if headless is None else headless
+        async with self._lock:
+            record = await self.log.store.get_run(run_id)
+            if record is None or record.session_id != self.id:
+                raise ResumeError(f"no run {run_id!r} in session {self.id}")
+            point = find_resume_point(await self.log.store.read_events(self.id), run_id)
+            if point.resumed_by and point.resumed_by != this_process() and owner_alive(point.resumed_by):
+                raise ResumeError(f"run {run_id} is already being resumed by process {point.resumed_by}")
+            if record.status not in RESUMABLE and not (point.resumed_by and record.status in RESUMABLE):
+                if record.status == "running":
+                    raise ResumeError(f"run {run_id} is still running; only an interrupted run can be resumed")
+                raise ResumeError(f"run {run_id} is {record.status}; only an interrupted run can be resumed")
+
+            async def body(ctx: RunContext) -> LoopResult:
+                return await resume_loop(ctx, point, headless=headless)
+
+            return await self._drive(self._context(run_id, point.max_steps), retry, body)
+
+    def _context(self, run_id: str, max_steps: int) -> RunContext:
+        return RunContext(
+            session_id=self.id,
+            run_id=run_id,
+            model=self.model,
+            hub=self.hub,
+            log=self.log,
+            system=system_prompt(self.cwd),
+            history=self.history,
+            max_steps=max_steps,
+            approvals=self.approvals,
+        )
+
+    async def _drive(
+        self, ctx: RunContext, retry: RetryPolicy | None, body: Callable[[RunContext], Awaitable[LoopResult]]
+    ) -> RunResult:
+        """Run ``body`` to a final status and record it, whatever happens (the caller holds the lock)."""
+        ctx.model = self._retrying(ctx, retry)
+        try:
+            result = await body(ctx)
+        except anyio.get_cancelled_exc_class():
+            ended = (
+                LoopResult("interrupted", self.stopping, "", ctx.step)
+                if self.stopping
+                else LoopResult("cancelled", "cancelled", "", ctx.step)
             )
-            ctx.model = self._retrying(ctx, retry)
-            try:
-                result = await run_loop(ctx)
-            except anyio.get_cancelled_exc_class():
-                ended = (
-                    LoopResult("interrupted", self.stopping, "", ctx.step)
-                    if self.stopping
-                    else LoopResult("cancelled", "cancelled", "", ctx.step)
-                )
-                with anyio.CancelScope(shield=True):
-                    await self._finish(ctx, ended)
-                raise
-            except ModelError as exc:
-                result = LoopResult("failed", f"model error: {exc}", "", ctx.step)
-            except StoreError:
-                raise
-            except Exception as exc:
-                logger.exception("run %s failed", run_id)
-                result = LoopResult("failed", f"internal error: {type(exc).__name__}: {exc}", "", ctx.step)
-            await self._finish(ctx, result)
-            return RunResult(run_id, result.status, result.reason, result.final_text, result.steps)
+            with anyio.CancelScope(shield=True):
+                await self._finish(ctx, ended)
+            raise
+        except ModelError as exc:
+            result = LoopResult("failed", f"model error: {exc}", "", ctx.step)
+        except StoreError:
+            raise
+        except Exception as exc:
+            logger.exception("run %s failed", ctx.run_id)
+            result = LoopResult("failed", f"internal error: {type(exc).__name__}: {exc}", "", ctx.step)
+        await self._finish(ctx, result)
+        return RunResult(ctx.run_id, result.status, result.reason, result.final_text, result.steps)
 
     def _retrying(self, ctx: RunContext, policy: RetryPolicy | None) -> Model:
         async def on_retry(attempt: int, delay_s: float, error: ModelError) -> None:

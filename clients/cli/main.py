@@ -102,6 +102,16 @@ def build_parser() -> argparse.ArgumentParser:
     deny.add_argument("approval_id")
     deny.add_argument("--reason", default="", help="why (the model sees it)")
 
+    resume = sub.add_parser(
+        "resume",
+        help="continue an interrupted run (the daemon's when one runs; else here, headless)",
+        description="Continue an interrupted run under its own id: finished tool calls are reused, an unfinished "
+        "read-only or idempotent call runs again, any other unfinished call needs a review (loom approve / "
+        "loom deny on the daemon; a headless resume stops with status needs_review).",
+    )
+    resume.add_argument("run_id", help="the run id")
+    resume.add_argument("--json", action="store_true", help="print every event as NDJSON on stdout")
+
     runs = sub.add_parser("runs", help="list recent runs")
     runs.add_argument("--limit", type=_positive_int, default=20, metavar="N", help="show at most N runs (default 20)")
     return parser
@@ -126,6 +136,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from clients.cli.daemon import serve as serve_daemon
 
         return serve_daemon(args)
+    if args.command == "resume":
+        from clients.cli.resume import resume as resume_run
+
+        return resume_run(args)
     if args.command == "mcp":
         from clients.cli.stdio_face import run_stdio_face
 

@@ -23,7 +23,8 @@ from clients.cli.render import TerminalRenderer
 from orchestrator.config import loom_home
 from orchestrator.events import EVENT_ADAPTER
 
-FINAL = {"completed", "failed", "cancelled", "interrupted"}
+FINAL = {"completed", "failed", "cancelled", "interrupted", "needs_review"}
+"""Statuses a ``get_run`` poll stops at (a resumed run is ``needs_review`` only while it waits, or at its end)."""
 
 
 class FaceError(Exception):

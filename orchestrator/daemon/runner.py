@@ -7,11 +7,15 @@ Shutdown (SIGTERM, SIGINT): uvicorn stops accepting, requests in flight (long po
 are ended at once by the request gate, the MCP session manager closes, the session host closes
 (runs still going are recorded as interrupted), the store closes, the discovery file is removed,
 and the lock is released. A second signal stops waiting for requests that ignore cancellation.
+
+With ``"autoResume": true`` at the top level of ``$LOOM_HOME/config.json``, the runs that the start
+marked interrupted (a crash left them running) are resumed at once (see :mod:`orchestrator.resume`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -104,6 +108,7 @@ async def run_daemon(
     servers: Sequence[ServerConfig] = (),
     *,
     on_ready: Callable[[Discovery], None] | None = None,
+    auto_resume: bool | None = None,
 ) -> None:
     """Serve the MCP face for ``home`` on 127.0.0.1:``port`` until SIGTERM or SIGINT (main thread only).
 
@@ -112,6 +117,7 @@ async def run_daemon(
         port: the TCP port; 0 picks a free one (the discovery file holds the real one).
         servers: external MCP servers every session connects.
         on_ready: called once the daemon listens and its discovery file is written.
+        auto_resume: resume the runs a crash left running; None reads ``autoResume`` from ``home/config.json``.
 
     Raises:
         orchestrator.daemon.discovery.AlreadyRunning: another daemon holds ``home``.
@@ -133,7 +139,8 @@ async def run_daemon(
             # shutdown must not kill the process before the session host has closed.
             tg.start_soon(_watch_signals, control)
             try:
-                await _serve(home, servers, sock, token, control, on_ready)
+                resume = auto_resume if auto_resume is not None else read_auto_resume(home)
+                await _serve(home, servers, sock, token, control, on_ready, resume)
             except Exception as exc:  # raised as itself below, not wrapped in the task group's ExceptionGroup
                 failure.append(exc)
             finally:
@@ -149,6 +156,7 @@ async def _serve(
     token: str,
     control: _Control,
     on_ready: Callable[[Discovery], None] | None,
+    auto_resume: bool = False,
 ) -> None:
     from orchestrator.embedded import embedded_runtime
     from orchestrator.face import build_face
@@ -163,6 +171,9 @@ async def _serve(
             on_ready(found)
 
     async with embedded_runtime(home, servers) as runtime, SessionHost(runtime) as host:
+        if auto_resume and host.interrupted:
+            resumed = await host.resume_interrupted()
+            logger.info("autoResume: resumed %d of %d interrupted runs", len(resumed), len(host.interrupted))
         gate = RequestGate(build_app(build_face(host), token, info={"pid": os.getpid(), "url": url}))
         config = uvicorn.Config(
             gate,
@@ -178,6 +189,18 @@ async def _serve(
             return
         await control.server.serve(sockets=[sock])
         logger.info("daemon stopped accepting; closing sessions")
+
+
+def read_auto_resume(home: Path) -> bool:
+    """The top-level ``autoResume`` switch of ``home/config.json`` (false when absent or unreadable)."""
+    try:
+        data = json.loads((home / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False  # a missing file means the default; an invalid one was already reported by the CLI
+    value = data.get("autoResume") if isinstance(data, dict) else None
+    if value is not None and not isinstance(value, bool):
+        logger.warning("%s: autoResume must be true or false, not %r; not resuming", home / "config.json", value)
+    return value is True
 
 
 async def _watch_signals(control: _Control) -> None:
