@@ -1,0 +1,545 @@
+"""Crash test (issue 5): SIGKILL the daemon at random points of runs that mix tool kinds, then check.
+
+Each run plays a plan of model turns (generated from a seed) whose tool calls mix read-only
+(``counter__read_state``), idempotent (``counter__put``) and side-effecting (``counter__append_entry``)
+tools of :mod:`tests.durability.counting_server`, which fsyncs one line per execution before it does
+anything else. Every call carries a unique ``key``. A client long-polls ``read_events`` while the
+run goes; what it receives is what the daemon acknowledged. After a random delay (seeded: the seed is
+in every assertion message) the daemon process alone gets SIGKILL, so kills land during model turns,
+tool calls and store writes. Then, with the daemon dead:
+
+* its stdio children (the counting server) must exit on their own (EOF), bounded;
+* a copy of ``loom.db`` (and its WAL) must pass ``PRAGMA integrity_check``;
+* no side-effecting key may appear twice in the execution file;
+
+and once a new daemon is up (which must start despite the stale lock and discovery file):
+
+* every event the client received before the kill is stored, identical, at the same seq;
+* every execution has a stored ``tool_call_started`` with its key (intent is durable before the
+  effect), and every successful stored ``tool_call_finished`` has an execution behind it;
+* the killed run reads ``interrupted`` (or ``completed``, when the kill came after its end).
+
+The model is a fake Anthropic API whose answer depends only on the conversation it is sent (which
+turn of the plan comes next is the number of assistant messages since the run's prompt), like a
+real model and unlike ``scripted:`` models, which restart their script when a session is reopened.
+The first run is not killed: it measures how long a run takes (kill delays are drawn within that)
+and checks that every call of an undisturbed run executes exactly once.
+
+Default mode does a handful of kills; long mode (``pytest --long`` or ``LOOM_LONG_TESTS=1``) at
+least 50. ``LOOM_CRASH_SEED=N`` replays a seed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from anyio.abc import TaskGroup
+from mcp import Client
+from starlette.requests import Request
+
+from orchestrator.embedded import DB_NAME
+from tests.clients.cli_support import REPO_ROOT, clean_env, loom_command, processes_matching
+from tests.durability.counting_server import RECORD_ENV, executions
+from tests.orchestrator.daemon.daemon_process import START_TIMEOUT_S, Daemon, mcp_client
+from tests.orchestrator.models.fake_anthropic import FakeAnthropic
+from tests.orchestrator.models.fake_common import Action, RecordedRequest, Reply, Text, ToolCall, text_reply
+from tests.orchestrator.models.live_server import serve
+
+COUNTING_SERVER = Path(__file__).resolve().parent / "counting_server.py"
+PROMPT = "crash run "
+MODEL = "anthropic:crash-fake"
+CLIENT_MODE = "auto"
+
+DEFAULT_KILLS = 5
+LONG_KILLS = 50
+RUN_TIMEOUT_S = 30.0
+"""An undisturbed run takes a few seconds; anything near this is a hang."""
+CHILD_EXIT_TIMEOUT_S = 10.0
+CYCLE_TIMEOUT_S = 60.0
+"""Bound for one kill cycle: restart, checks, drive, kill."""
+
+pytestmark = pytest.mark.anyio
+
+SIDE_EFFECTING = "append_entry"
+TOOLS = ("read_state", "put", SIDE_EFFECTING)
+
+
+def long_mode(config: pytest.Config) -> bool:
+    return bool(config.getoption("--long")) or os.environ.get("LOOM_LONG_TESTS") == "1"
+
+
+# -- the model -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One planned model answer: its thinking time and its calls as (tool, key, delay_s)."""
+
+    delay_s: float
+    calls: tuple[tuple[str, str, float], ...]
+
+
+def planned_s(turns: list[Turn]) -> float:
+    """What a plan waits for in all (model thinking plus the longest call of each turn)."""
+    return sum(t.delay_s + max(d for _, _, d in t.calls) for t in turns)
+
+
+def plan(seed: int, label: str) -> list[Turn]:
+    """The turns of run ``label``: 4-6 turns of 1-3 calls, each with a short hold to widen kill windows."""
+    rng = random.Random(f"{seed}:{label}")
+    turns = []
+    for step in range(rng.randint(4, 6)):
+        calls = tuple(
+            (rng.choice(TOOLS), f"{label}.{step}.{k}", round(rng.uniform(0.0, 0.25), 3))
+            for k in range(rng.randint(1, 3))
+        )
+        turns.append(Turn(round(rng.uniform(0.02, 0.2), 3), calls))
+    return turns
+
+
+class PlannedModel(FakeAnthropic):
+    """A fake Anthropic API answering from the conversation alone: turn *n* of the run's plan after *n* answers."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__()
+        self.seed = seed
+
+    async def record(self, request: Request) -> tuple[RecordedRequest, Action | None]:
+        body: Any = json.loads(await request.body())
+        recorded = RecordedRequest(request.method, request.url.path, {}, body)
+        return recorded, self.answer(body.get("messages", []))
+
+    def answer(self, messages: list[dict[str, Any]]) -> Action:
+        label, answered = None, 0
+        for message in messages:
+            text = _text_of(message)
+            if message.get("role") == "user" and text.startswith(PROMPT):
+                label, answered = text.removeprefix(PROMPT).strip(), 0
+            elif message.get("role") == "assistant":
+                answered += 1
+        if label is None:
+            return text_reply("no plan for this conversation")
+        turns = plan(self.seed, label)
+        if answered >= len(turns):
+            return text_reply(f"done {label}")
+        turn = turns[answered]
+        calls = [
+            ToolCall(
+                f"counter__{tool}",
+                {"key": key, "delay_s": delay, **({"value": "v"} if tool == "put" else {})}
+                | ({"text": f"entry {key}"} if tool == SIDE_EFFECTING else {}),
+                id=f"toolu_{key.replace('.', '_')}",
+            )
+            for tool, key, delay in turn.calls
+        ]
+        return Reply([Text(f"step {answered} of {label}"), *calls], delay_s=turn.delay_s, chunk_size=64)
+
+
+def _text_of(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+    return ""
+
+
+@contextlib.contextmanager
+def serve_planned_model(seed: int) -> Iterator[PlannedModel]:
+    fake = PlannedModel(seed)
+    with serve(fake.app) as origin:
+        fake.base_url = origin
+        yield fake
+
+
+# -- the daemon ----------------------------------------------------------------------------------------
+
+
+def launch(home: Path, cwd: Path, env: dict[str, str], log_name: str) -> Daemon:
+    """``loom serve --port 0`` with ``env`` added (``start_daemon`` strips ANTHROPIC_*, which the fake model needs)."""
+    stderr_path = cwd / f"{log_name}.stderr"
+    err = stderr_path.open("wb")
+    proc = subprocess.Popen(
+        [*loom_command(), "serve", "--port", "0"],
+        cwd=cwd,
+        env=clean_env(home, env),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=err,
+    )
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            found: dict[str, Any] = json.loads((home / "daemon.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            found = {}
+        if found.get("pid") == proc.pid:
+            return Daemon(proc, home, found["url"], (home / "daemon.token").read_text().strip(), stderr_path, err)
+        if proc.poll() is not None or time.monotonic() > deadline:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=5)
+            err.close()
+            raise AssertionError(
+                f"loom serve did not come up (exit {proc.returncode}):\n{stderr_path.read_text(errors='replace')}"
+            )
+        time.sleep(0.05)
+
+
+def sigkill(daemon: Daemon) -> None:
+    """SIGKILL the daemon process (not its children) and reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(daemon.proc.pid, signal.SIGKILL)
+    daemon.proc.wait(timeout=10)
+    daemon._stderr.close()
+
+
+def living(marker: str) -> dict[int, str]:
+    return {pid: state for pid, state in processes_matching(marker).items() if state not in ("Z", "X")}
+
+
+def wait_children_gone(marker: str, where: str) -> None:
+    """The killed daemon's stdio servers must see EOF and exit; kill and fail if they do not."""
+    deadline = time.monotonic() + CHILD_EXIT_TIMEOUT_S
+    while (left := living(marker)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"{where}: child processes outlived the daemon by {CHILD_EXIT_TIMEOUT_S} s: {left}"
+
+
+def integrity(home: Path, scratch: Path, where: str) -> None:
+    """``PRAGMA integrity_check`` on a copy of the database and its WAL (so the next daemon recovers the real one)."""
+    db = home / DB_NAME
+    assert db.is_file(), f"{where}: no database at {db}"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    for suffix in ("", "-wal"):
+        if (home / f"{DB_NAME}{suffix}").exists():
+            shutil.copyfile(home / f"{DB_NAME}{suffix}", scratch / f"{DB_NAME}{suffix}")
+    conn = sqlite3.connect(scratch / DB_NAME)
+    try:
+        result = conn.execute("PRAGMA integrity_check").fetchall()
+    finally:
+        conn.close()
+    assert result == [("ok",)], f"{where}: integrity_check says {result}"
+
+
+# -- the client side -----------------------------------------------------------------------------------
+
+
+async def call(client: Client, tool: str, where: str, **arguments: Any) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, f"{where}: {tool} {arguments} failed: {result.content}"
+    content: dict[str, Any] | None = result.structured_content
+    assert content is not None, f"{where}: {tool} returned no structured content"
+    return content
+
+
+async def stored_events(client: Client, session_id: str, where: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    cursor = 0
+    while True:
+        page = await call(client, "read_events", where, session_id=session_id, after_seq=cursor, limit=1000)
+        if not page["events"]:
+            return events
+        events.extend(page["events"])
+        cursor = page["next_after_seq"]
+
+
+@dataclass
+class Acked:
+    """Events a client received, per session and seq; a second receipt must be identical."""
+
+    events: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def take(self, session_id: str, event: dict[str, Any], where: str) -> None:
+        seen = self.events.setdefault(session_id, {})
+        seq = event["seq"]
+        if seq in seen and seen[seq] != event:
+            self.problems.append(f"{where}: event {session_id}#{seq} changed: {seen[seq]} -> {event}")
+        seen[seq] = event
+
+
+async def follow(daemon: Daemon, session_id: str, acked: Acked, where: str) -> None:
+    """Long-poll read_events from the start until the daemon goes away, recording what it acknowledged."""
+    with contextlib.suppress(Exception):  # the kill ends this however the transport reports it
+        async with mcp_client(daemon, CLIENT_MODE) as client:
+            cursor = 0
+            while True:
+                result = await client.call_tool(
+                    "read_events", {"session_id": session_id, "after_seq": cursor, "wait_s": 5}
+                )
+                page = result.structured_content
+                if result.is_error or page is None:
+                    acked.problems.append(f"{where}: read_events failed: {result.content}")
+                    return
+                for event in page["events"]:
+                    acked.take(session_id, event, where)
+                cursor = page["next_after_seq"]
+
+
+# -- the test ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class RunState:
+    session_id: str
+    label: str
+    run_id: str | None = None
+
+
+@dataclass
+class CrashTest:
+    root: Path
+    seed: int
+    kills_wanted: int
+    rng: random.Random = field(init=False)
+    home: Path = field(init=False)
+    project: Path = field(init=False)
+    record_file: Path = field(init=False)
+    env: dict[str, str] = field(default_factory=dict)
+    acked: Acked = field(default_factory=Acked)
+    runs: list[RunState] = field(default_factory=list)
+    kills: int = 0
+    cycle_s: list[float] = field(default_factory=list)
+    run_s: float = 0.0
+    overhead_s: float = 0.0
+    """What a run takes beyond its planned waits (measured by the undisturbed run)."""
+    outcomes: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+        self.home = self.root / "home"
+        self.project = self.root / "project"
+        self.project.mkdir(parents=True)
+        self.record_file = self.root / "executions.jsonl"
+        self.home.mkdir(mode=0o700)
+        server = {
+            "command": sys.executable,
+            "args": [str(COUNTING_SERVER), f"--marker={self.root}"],
+            "env": {"PYTHONPATH": str(REPO_ROOT), RECORD_ENV: str(self.record_file)},
+        }
+        (self.home / "config.json").write_text(json.dumps({"mcpServers": {"counter": server}}), encoding="utf-8")
+
+    @property
+    def marker(self) -> str:
+        return f"--marker={self.root}"
+
+    def where(self, step: str) -> str:
+        return f"seed={self.seed} kill#{self.kills} {step}"
+
+    def start(self, name: str) -> Daemon:
+        return launch(self.home, self.root, self.env, name)
+
+    async def new_run(self, client: Client, daemon: Daemon, tg: TaskGroup, where: str) -> RunState:
+        session = await call(client, "create_session", where, cwd=str(self.project), model=MODEL, mode="bypass")
+        state = RunState(session["session_id"], f"r{len(self.runs)}")
+        self.runs.append(state)
+        tg.start_soon(follow, daemon, state.session_id, self.acked, where)
+        run = await call(client, "send_message", where, session_id=state.session_id, text=PROMPT + state.label)
+        state.run_id = run["run_id"]
+        return state
+
+    # -- checks
+
+    def check_executions(self, where: str) -> list[dict[str, Any]]:
+        done = executions(self.record_file)
+        effects = [e["key"] for e in done if e["tool"] == SIDE_EFFECTING]
+        twice = sorted({k for k in effects if effects.count(k) > 1})
+        assert not twice, f"{where}: side-effecting calls executed more than once: {twice}"
+        return done
+
+    async def check_store(self, client: Client, where: str) -> None:
+        """After a restart: acknowledged events intact, executions and stored calls consistent."""
+        assert not self.acked.problems, "\n".join(self.acked.problems)
+        done = self.check_executions(where)
+        started_keys: set[str] = set()
+        finished_ok: set[str] = set()
+        for state in self.runs:
+            stored = {e["seq"]: e for e in await stored_events(client, state.session_id, where)}
+            assert sorted(stored) == list(range(1, len(stored) + 1)), f"{where}: seqs of {state.session_id} have gaps"
+            for seq, event in self.acked.events.get(state.session_id, {}).items():
+                assert stored.get(seq) == event, (
+                    f"{where}: acknowledged event {state.session_id}#{seq} is {stored.get(seq)} after restart, "
+                    f"was {event}"
+                )
+            for event in stored.values():
+                key = event.get("arguments", {}).get("key") if event["type"] == "tool_call_started" else None
+                if key:
+                    started_keys.add(key)
+                if event["type"] == "tool_call_finished" and not event["is_error"]:
+                    finished_ok.add(event["call_id"])
+        executed = {e["key"] for e in done}
+        unrecorded = sorted(executed - started_keys)
+        assert not unrecorded, f"{where}: calls executed without a stored tool_call_started: {unrecorded}"
+        phantom = sorted(c for c in finished_ok if c.startswith("toolu_") and _key_of(c) not in executed)
+        assert not phantom, f"{where}: stored as finished but never executed: {phantom}"
+
+    async def check_killed_run(self, client: Client, state: RunState, where: str) -> None:
+        assert state.run_id is not None
+        result = await client.call_tool("get_run", {"run_id": state.run_id})
+        if result.is_error:  # killed before run_started was stored: nothing of it may have been acknowledged
+            acked = [e for e in self.acked.events.get(state.session_id, {}).values() if e.get("run_id") == state.run_id]
+            assert not acked, f"{where}: run {state.run_id} is unknown after restart, yet {len(acked)} events acked"
+            self.landed("before run_started was stored")
+            return
+        run = result.structured_content
+        assert run is not None
+        assert run["status"] in ("interrupted", "completed"), f"{where}: killed run is {run}"
+        if run["status"] == "completed":
+            self.landed("after the run")
+            return
+        events = [e for e in await stored_events(client, state.session_id, where) if e.get("run_id") == state.run_id]
+        assert events[-1]["type"] == "run_finished", f"{where}: interrupted run's last event is {events[-1]}"
+        started = {e["call_id"] for e in events if e["type"] == "tool_call_started"}
+        finished = {e["call_id"] for e in events if e["type"] == "tool_call_finished"}
+        self.landed("during tool calls" if started - finished else "during a model turn")
+
+    def landed(self, where: str) -> None:
+        self.outcomes[where] = self.outcomes.get(where, 0) + 1
+
+    # -- the cycles
+
+    async def calibrate(self) -> None:
+        """One undisturbed run: it completes, every call executes exactly once; its length bounds kill delays."""
+        where = f"seed={self.seed} calibration"
+        daemon = self.start("calibration")
+        try:
+            async with anyio.create_task_group() as tg:
+                async with mcp_client(daemon, CLIENT_MODE) as client:
+                    state = await self.new_run(client, daemon, tg, where)
+                    started = time.monotonic()
+                    assert state.run_id is not None
+                    with anyio.fail_after(RUN_TIMEOUT_S):
+                        while (run := await call(client, "get_run", where, run_id=state.run_id, wait_s=10))[
+                            "status"
+                        ] == "running":
+                            pass
+                    self.run_s = time.monotonic() - started
+                    self.overhead_s = max(0.0, self.run_s - planned_s(plan(self.seed, state.label)))
+                    assert run["status"] == "completed", f"{where}: {run}"
+                    await anyio.sleep(0.3)  # let the follower catch up before checking what it got
+                    await self.check_store(client, where)
+                    keys = sorted(e["key"] for e in self.check_executions(where))
+                    planned = sorted(key for turn in plan(self.seed, state.label) for _, key, _ in turn.calls)
+                    assert keys == planned, f"{where}: executed {keys}, planned {planned}"
+                    tg.cancel_scope.cancel()  # the follower
+        finally:
+            code = daemon.stop()
+        assert code == 0, f"{where}: the daemon exited {code} on SIGTERM:\n{daemon.stderr()}"
+        wait_children_gone(self.marker, where)
+        integrity(self.home, self.root / "check", where)
+
+    async def cycle(self, killed: RunState | None) -> RunState:
+        """Restart, check what the last kill left, start a run, SIGKILL the daemon at a random moment."""
+        started = time.monotonic()
+        label = f"r{len(self.runs)}"
+        expected = planned_s(plan(self.seed, label)) + self.overhead_s
+        delay = self.rng.uniform(0.0, expected * 1.05)  # about one kill in twenty lands after the run
+        where = self.where(f"(run {label}, SIGKILL {delay:.3f} s into {expected:.2f} s)")
+        daemon = self.start(f"daemon{self.kills}")
+        try:
+            with anyio.fail_after(CYCLE_TIMEOUT_S):
+                async with anyio.create_task_group() as tg:
+                    async with mcp_client(daemon, CLIENT_MODE) as client:
+                        await self.check_store(client, where + " after restart")
+                        if killed is not None:
+                            await self.check_killed_run(client, killed, where + " after restart")
+                        state = await self.new_run(client, daemon, tg, where)
+                        assert state.label == label
+                        await anyio.sleep(delay)
+                        sigkill(daemon)
+        finally:
+            if daemon.proc.poll() is None:
+                sigkill(daemon)
+        self.kills += 1
+        wait_children_gone(self.marker, where)
+        integrity(self.home, self.root / "check", where)
+        self.check_executions(where)
+        self.cycle_s.append(time.monotonic() - started)
+        return state
+
+    async def final(self, killed: RunState) -> None:
+        where = self.where("final")
+        daemon = self.start("final")
+        try:
+            with anyio.fail_after(CYCLE_TIMEOUT_S):
+                async with mcp_client(daemon, CLIENT_MODE) as client:
+                    await self.check_store(client, where)
+                    await self.check_killed_run(client, killed, where)
+        finally:
+            code = daemon.stop()
+        assert code == 0, f"{where}: the last daemon exited {code} on SIGTERM:\n{daemon.stderr()}"
+        wait_children_gone(self.marker, where)
+        integrity(self.home, self.root / "check", where)
+
+    def summary(self) -> str:
+        cycles = self.cycle_s or [0.0]
+        acked = sum(len(s) for s in self.acked.events.values())
+        return (
+            f"seed={self.seed}: {self.kills} kills; undisturbed run {self.run_s:.2f} s; "
+            f"kill cycle mean {sum(cycles) / len(cycles):.2f} s, max {max(cycles):.2f} s; "
+            f"kills landed {dict(sorted(self.outcomes.items()))}; "
+            f"{len(executions(self.record_file))} executions, {acked} acknowledged events"
+        )
+
+
+def _key_of(call_id: str) -> str:
+    """The key a planned call id carries (``toolu_r3_2_1`` -> ``r3.2.1``)."""
+    return call_id.removeprefix("toolu_").replace("_", ".")
+
+
+@contextlib.asynccontextmanager
+async def crash_test(tmp_path: Path, kills: int) -> AsyncIterator[CrashTest]:
+    seed = int(os.environ.get("LOOM_CRASH_SEED") or random.SystemRandom().randrange(1 << 32))
+    with serve_planned_model(seed) as model:
+        test = CrashTest(tmp_path, seed, kills)
+        test.env = {"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": model.base_url}
+        try:
+            yield test
+        finally:
+            for pid in living(test.marker):  # whatever a failure left behind
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            print(test.summary())
+
+
+async def run_crash_test(tmp_path: Path, kills: int) -> None:
+    async with crash_test(tmp_path, kills) as test:
+        await test.calibrate()
+        killed: RunState | None = None
+        while test.kills < kills:
+            killed = await test.cycle(killed)
+        assert killed is not None
+        await test.final(killed)
+
+
+@pytest.mark.timeout(240)
+async def test_sigkill_at_random_points_loses_no_acknowledged_event_and_repeats_no_effect(tmp_path: Path) -> None:
+    await run_crash_test(tmp_path, DEFAULT_KILLS)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(3600)
+async def test_long_mode_many_kills(tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    if not long_mode(request.config):
+        pytest.skip("long mode only: pytest --long, or LOOM_LONG_TESTS=1")
+    await run_crash_test(tmp_path, LONG_KILLS)
