@@ -22,7 +22,7 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, WithJsonSchema
 
 from servers._stdio import serve_stdio
 from servers.checkpoints._db import SCHEMA_VERSION, Database, DatabaseError
@@ -44,7 +44,9 @@ class StoreInfo(BaseModel):
 class Events(BaseModel):
     """Stored events, oldest first, each the JSON object that was appended plus its ``seq``."""
 
-    events: list[dict[str, Any]]
+    # The published schema leaves the items unconstrained on purpose: clients validate results
+    # against it with jsonschema, item by item, which doubled the cost of reading a long session.
+    events: Annotated[list[dict[str, Any]], WithJsonSchema({"type": "array", "description": "event objects"})]
 
 
 class SessionInfo(BaseModel):
