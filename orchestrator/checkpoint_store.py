@@ -18,6 +18,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
+import anyio
+
 from orchestrator.events import EVENT_ADAPTER, Event
 from orchestrator.store import RunRecord, SessionRecord, StoreError
 
@@ -89,6 +91,9 @@ class CheckpointStore:
             result = await self._client.call_tool(tool, arguments)
         except MCPError as exc:
             raise StoreError(f"the checkpoint store at {self.path} failed ({tool}): {exc}") from exc
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            # a checkpoints server in a subprocess that died: the store is gone, not a bug here
+            raise StoreError(f"lost the checkpoint server for {self.path} ({tool}): {exc!r}") from exc
         if result.is_error:
             text = " ".join(getattr(block, "text", "") for block in result.content)
             if text.startswith(_TOOL_ERROR_PREFIX):  # "Error executing tool NAME: message" -> "message"

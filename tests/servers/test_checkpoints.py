@@ -14,6 +14,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from servers.checkpoints import SCHEMA_VERSION, build_server
+from servers.checkpoints._db import Database, DatabaseError, describe
 from tests.servers._support import IN_PROCESS_MODES
 
 pytestmark = pytest.mark.anyio
@@ -251,3 +252,31 @@ async def test_loom_server_checkpoints_serves_over_stdio(tmp_path: Path) -> None
     with contextlib.closing(sqlite3.connect(db)) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
         assert conn.execute("SELECT type FROM events ORDER BY seq").fetchall() == [("session_created",), ("notice",)]
+
+
+def test_sqlite_failures_come_with_advice(tmp_path: Path) -> None:
+    with contextlib.closing(sqlite3.connect(tmp_path / "x.db")) as conn:
+        conn.execute("CREATE TABLE t (x BLOB)")
+        conn.execute("PRAGMA max_page_count=3")  # a full disk, as SQLite reports it
+        with pytest.raises(sqlite3.OperationalError) as caught:
+            conn.execute("INSERT INTO t VALUES (?)", (b"x" * 100_000,))
+    message = describe("could not write to", tmp_path / "x.db", caught.value)
+    assert message.startswith(f"could not write to the Loom database at {tmp_path / 'x.db'}: ")
+    assert "the disk is full" in message
+
+
+async def test_a_full_disk_loses_only_the_batch_that_did_not_fit(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "loom.db")
+    try:
+        assert await db.append([created("s")]) == [1]
+        async with db._conn.execute("PRAGMA page_count") as cur:  # the test reaches in to simulate a full disk
+            row = await cur.fetchone()
+        assert row is not None
+        await db._conn.execute(f"PRAGMA max_page_count={row[0]}")
+        with pytest.raises(DatabaseError, match="the disk is full"):
+            await db.append([notice("s", "x" * 100_000)])
+        await db._conn.execute("PRAGMA max_page_count=1073741823")
+        assert await db.append([notice("s", "fits")]) == [2]
+        assert len(await db.read_events("s")) == 2
+    finally:
+        await db.close()
