@@ -45,8 +45,9 @@ def resume(args: argparse.Namespace) -> int:
         return anyio.run(_embedded, home, args.run_id, renderer)
     except (ResumeFailed, StoreError, ConfigError, BaseExceptionGroup) as exc:
         from clients.cli.remote import FaceError
+        from orchestrator.resume import ResumeError
 
-        kinds: tuple[type[Exception], ...] = (ResumeFailed, FaceError, StoreError, ConfigError)
+        kinds: tuple[type[Exception], ...] = (ResumeFailed, ResumeError, FaceError, StoreError, ConfigError)
         error = next((e for e in (first_of(exc, k) for k in kinds) if e is not None), None)
         if error is None:
             raise
@@ -108,7 +109,7 @@ async def _embedded(home: Path, run_id: str, renderer: Callable[[Event], None]) 
     from orchestrator.embedded import DB_NAME, embedded_runtime
     from orchestrator.models import ModelSpecError, resolve_model
     from orchestrator.policy.rules import PolicyError, load_rules
-    from orchestrator.resume import ResumeError
+    from orchestrator.resume import RESUMABLE
 
     if not await anyio.Path(home / DB_NAME).is_file():
         raise ResumeFailed(f"no run {run_id!r} in {home}; `loom runs` lists them")
@@ -121,6 +122,8 @@ async def _embedded(home: Path, run_id: str, renderer: Callable[[Event], None]) 
         session_record = await store.get_session(record.session_id) if record is not None else None
         if record is None or session_record is None:
             raise ResumeFailed(f"no run {run_id!r} in {home}; `loom runs` lists them")
+        if record.status not in RESUMABLE:
+            raise ResumeFailed(f"run {run_id} is {record.status}; only an interrupted run can be resumed")
         cwd = Path(session_record.cwd)
         if not await anyio.Path(cwd).is_dir():
             raise ResumeFailed(f"run {run_id} worked in {cwd}, which no longer exists")
@@ -139,10 +142,8 @@ async def _embedded(home: Path, run_id: str, renderer: Callable[[Event], None]) 
                     cwd, model, mode=session_record.mode, session_id=session_record.id, headless=True, rules=rules
                 )
                 try:
-                    async with opened as session:
+                    async with opened as session:  # a ResumeError reaches resume() inside exception groups
                         status = (await session.resume(run_id)).status
-                except ResumeError as exc:
-                    raise ResumeFailed(str(exc)) from exc
                 finally:
                     watcher.cancel()
             if run_scope.cancelled_caught:
