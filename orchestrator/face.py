@@ -60,7 +60,8 @@ class RunInfo(BaseModel):
     run_id: str
     session_id: str
     status: str
-    """running, awaiting_approval, needs_review, completed, failed, cancelled or interrupted.
+    """queued (behind another run of the session), running, awaiting_approval, needs_review, completed, failed,
+    cancelled or interrupted.
 
     interrupted and needs_review runs can be continued with resume_run; a running run is needs_review while
     it waits for a decision about a call that Loom's interruption left unfinished."""
@@ -164,7 +165,7 @@ def build_face(host: SessionHost) -> MCPServer:
         view = await host.view(run_id)
         deadline = anyio.current_time() + wait_s
         seen = 0
-        while view.status == "running" and anyio.current_time() < deadline:
+        while view.status in ("running", "queued") and anyio.current_time() < deadline:
             with anyio.move_on_after(min(1.0, deadline - anyio.current_time())):
                 await host.wait(run_id, deadline - anyio.current_time())
             events = await host.runtime.log.store.read_events(view.session_id, run_id=run_id, after_seq=seen)

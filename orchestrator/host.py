@@ -220,20 +220,34 @@ class SessionHost:
     async def start_run(self, session_id: str, text: str, max_steps: int) -> RunHandle:
         """Start a run in the background and return its handle at once.
 
+        While another run of the session is in progress the new one is ``queued`` (in this process
+        only: it is recorded when it starts) and starts when those ahead of it end.
+
         Raises:
             HostError: the session cannot be used.
         """
         session = await self.session(session_id)
         assert self._tg is not None, "the host is not open"
-        handle = RunHandle(run_id=new_id("r"), session_id=session.id)
+        ahead = [h for h in self.runs.values() if h.session_id == session.id and not h.done.is_set()]
+        handle = RunHandle(run_id=new_id("r"), session_id=session.id, status="queued" if ahead else "running")
         self.runs[handle.run_id] = handle
-        self._tg.start_soon(self._drive, session, handle, text, max_steps)
+        self._tg.start_soon(self._drive, session, handle, text, max_steps, ahead)
         return handle
 
-    async def _drive(self, session: Session, handle: RunHandle, text: str | None, max_steps: int) -> None:
+    async def _drive(
+        self,
+        session: Session,
+        handle: RunHandle,
+        text: str | None,
+        max_steps: int,
+        ahead: list[RunHandle] | None = None,
+    ) -> None:
         """Drive a new run answering ``text``, or (``text`` None) resume the interrupted run ``handle.run_id``."""
         try:
             with handle.scope:
+                for other in ahead or ():
+                    await other.done.wait()
+                handle.status = "running"
                 if text is None:
                     handle.result = await session.resume(handle.run_id)
                 else:

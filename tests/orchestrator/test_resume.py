@@ -318,3 +318,21 @@ async def test_only_interrupted_runs_of_the_latest_turn_can_be_resumed(tmp_path:
             await host.resume_run(run_id)
     # the new turn saw the interrupted call's result as unknown, as before resumes existed
     assert "effect is unknown" in str(world.requests[-1].messages)
+
+
+async def test_a_message_sent_while_the_session_is_busy_is_queued_until_the_run_ahead_ends(tmp_path: Path) -> None:
+    world = World(tmp_path, [{"name": "rs__lookup", "arguments": {"tag": "slow", "hold": True}}])
+    async with world.host() as host, Client(build_face(host)) as client:
+        session = await host.create_session(world.tmp / "work", world.model, "bypass")
+        first = await host.start_run(session.id, "first", 5)
+        await until(functools.partial(world.has_run, "slow"))
+        world.calls = []
+        second = await call(client, "send_message", session_id=session.id, text="second")
+        assert second["status"] == "queued"
+        assert (await call(client, "get_session", session_id=session.id))["state"] == "active"
+        assert (await host.runtime.log.store.get_run(second["run_id"])) is None  # recorded when it starts
+        assert (await call(client, "cancel_run", run_id=first.run_id))["status"] == "cancelled"
+        done = await call(client, "get_run", run_id=second["run_id"], wait_s=20)
+        idle = await call(client, "get_session", session_id=session.id)
+    assert (done["status"], done["final_text"]) == ("completed", "working")
+    assert idle["state"] == "idle"
