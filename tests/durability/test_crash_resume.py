@@ -1,12 +1,13 @@
-"""Crash test (issue 5): SIGKILL the daemon at random points of runs that mix tool kinds, then check.
+"""Crash test (issue 5): SIGKILL the daemon at random points of runs that mix tool kinds, resume, check.
 
 Each run plays a plan of model turns (generated from a seed) whose tool calls mix read-only
 (``counter__read_state``), idempotent (``counter__put``) and side-effecting (``counter__append_entry``)
 tools of :mod:`tests.durability.counting_server`, which fsyncs one line per execution before it does
-anything else. Every call carries a unique ``key``. A client long-polls ``read_events`` while the
-run goes; what it receives is what the daemon acknowledged. After a random delay (seeded: the seed is
-in every assertion message) the daemon process alone gets SIGKILL, so kills land during model turns,
-tool calls and store writes. Then, with the daemon dead:
+anything else. Every call carries a unique ``key``. Clients long-poll ``read_events`` while runs go;
+what they receive is what the daemon acknowledged. The daemon process alone gets SIGKILL at a random
+moment (seeded; the seed is in every assertion message): mostly a random fraction of the way through
+the run once it is under way (model turns, tool calls, store writes, reviews), sometimes a random
+time after the restart (while sessions reopen and runs resume). Then, with the daemon dead:
 
 * its stdio children (the counting server) must exit on their own (EOF), bounded;
 * a copy of ``loom.db`` (and its WAL) must pass ``PRAGMA integrity_check``;
@@ -14,25 +15,34 @@ tool calls and store writes. Then, with the daemon dead:
 
 and once a new daemon is up (which must start despite the stale lock and discovery file):
 
-* every event the client received before the kill is stored, identical, at the same seq;
+* every event a client received before the kill is stored, identical, at the same seq;
 * every execution has a stored ``tool_call_started`` with its key (intent is durable before the
   effect), and every successful stored ``tool_call_finished`` has an execution behind it;
-* the killed run reads ``interrupted`` (or ``completed``, when the kill came after its end).
+* ``run_resumed`` re-runs only read-only/idempotent calls and sends only side-effecting ones to review;
+* the killed run is ``interrupted``/``needs_review`` (or ``completed``) and is continued with
+  ``resume_run``; every review is denied (the call may have run, so it must not run again).
+
+A run that completes must end ``completed`` with its final text; each of its read-only and idempotent
+calls executed at least once; each side-effecting call exactly once, or, if a review skipped it, no
+more often than when it was denied (0 or 1). Then the next run starts, in a new session.
 
 The model is a fake Anthropic API whose answer depends only on the conversation it is sent (which
 turn of the plan comes next is the number of assistant messages since the run's prompt), like a
 real model and unlike ``scripted:`` models, which restart their script when a session is reopened.
-The first run is not killed: it measures how long a run takes (kill delays are drawn within that)
-and checks that every call of an undisturbed run executes exactly once.
+The first run is not killed: it measures how long opening a session and a run take (kill delays
+are drawn within that) and checks that every call of an undisturbed run executes exactly once.
 
-Default mode does a handful of kills; long mode (``pytest --long`` or ``LOOM_LONG_TESTS=1``) at
-least 50. ``LOOM_CRASH_SEED=N`` replays a seed.
+Default mode does a handful of kills (about a minute); long mode (``pytest --long`` or
+``LOOM_LONG_TESTS=1``) at least 50. ``LOOM_CRASH_SEED=N`` replays a seed's plans and kill times
+(timing still varies), ``LOOM_CRASH_KILLS=N`` sets the number of kills. The summary line (``-s``)
+gives kills, cycle times, where the kills landed, resumes and denied reviews.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import random
 import shutil
@@ -41,7 +51,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,10 +75,12 @@ PROMPT = "crash run "
 MODEL = "anthropic:crash-fake"
 CLIENT_MODE = "auto"
 
-DEFAULT_KILLS = 5
+DEFAULT_KILLS = 4
 LONG_KILLS = 50
 RUN_TIMEOUT_S = 30.0
 """An undisturbed run takes a few seconds; anything near this is a hang."""
+ANYWHERE = 0.2
+"""The share of kills timed from the restart rather than from the moment the run is under way."""
 CHILD_EXIT_TIMEOUT_S = 10.0
 CYCLE_TIMEOUT_S = 60.0
 """Bound for one kill cycle: restart, checks, drive, kill."""
@@ -129,7 +141,7 @@ class PlannedModel(FakeAnthropic):
         for message in messages:
             text = _text_of(message)
             if message.get("role") == "user" and text.startswith(PROMPT):
-                label, answered = text.removeprefix(PROMPT).strip(), 0
+                label, answered = text.removeprefix(PROMPT).split()[0], 0
             elif message.get("role") == "assistant":
                 answered += 1
         if label is None:
@@ -151,12 +163,12 @@ class PlannedModel(FakeAnthropic):
 
 
 def _text_of(message: dict[str, Any]) -> str:
+    """The first text block (a resume note may follow the prompt in the same message)."""
     content = message.get("content")
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
-        return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
-    return ""
+    texts = [b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text"]
+    return texts[0] if texts else ""
 
 
 @contextlib.contextmanager
@@ -301,29 +313,47 @@ async def follow(daemon: Daemon, session_id: str, acked: Acked, where: str) -> N
 
 @dataclass
 class RunState:
+    """One planned run, driven across as many kills as it takes to complete."""
+
     session_id: str
     label: str
     run_id: str | None = None
+    denied: dict[str, int] = field(default_factory=dict)
+    """Side-effecting keys a review skipped, with how often each had executed when it was denied."""
+    resumes: int = 0
+
+    def tools(self, seed: int) -> dict[str, str]:
+        """Each planned key's tool."""
+        return {key: tool for turn in plan(seed, self.label) for tool, key, _ in turn.calls}
 
 
 @dataclass
 class CrashTest:
     root: Path
     seed: int
-    kills_wanted: int
+    env: dict[str, str]
     rng: random.Random = field(init=False)
     home: Path = field(init=False)
     project: Path = field(init=False)
     record_file: Path = field(init=False)
-    env: dict[str, str] = field(default_factory=dict)
     acked: Acked = field(default_factory=Acked)
     runs: list[RunState] = field(default_factory=list)
+    current: RunState | None = None
     kills: int = 0
+    completed: int = 0
+    reviews_denied: int = 0
     cycle_s: list[float] = field(default_factory=list)
     run_s: float = 0.0
+    open_s: float = 0.0
+    """How long creating (or reopening) a session takes: its stdio server starts."""
     overhead_s: float = 0.0
     """What a run takes beyond its planned waits (measured by the undisturbed run)."""
-    outcomes: dict[str, int] = field(default_factory=dict)
+    landed: dict[str, int] = field(default_factory=dict)
+    phase: str = "starting"
+    """What the driver is doing (for where a kill landed)."""
+    killed_while: str = ""
+    going: anyio.Event = field(default_factory=anyio.Event)
+    remaining_s: float = 0.0
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -334,7 +364,7 @@ class CrashTest:
         self.home.mkdir(mode=0o700)
         server = {
             "command": sys.executable,
-            "args": [str(COUNTING_SERVER), f"--marker={self.root}"],
+            "args": [str(COUNTING_SERVER), self.marker],
             "env": {"PYTHONPATH": str(REPO_ROOT), RECORD_ENV: str(self.record_file)},
         }
         (self.home / "config.json").write_text(json.dumps({"mcpServers": {"counter": server}}), encoding="utf-8")
@@ -344,33 +374,114 @@ class CrashTest:
         return f"--marker={self.root}"
 
     def where(self, step: str) -> str:
-        return f"seed={self.seed} kill#{self.kills} {step}"
+        return f"seed={self.seed} kill#{self.kills + 1} {step}"
 
     def start(self, name: str) -> Daemon:
         return launch(self.home, self.root, self.env, name)
 
+    # -- driving
+
     async def new_run(self, client: Client, daemon: Daemon, tg: TaskGroup, where: str) -> RunState:
+        self.phase = "creating a session"
         session = await call(client, "create_session", where, cwd=str(self.project), model=MODEL, mode="bypass")
         state = RunState(session["session_id"], f"r{len(self.runs)}")
         self.runs.append(state)
+        self.current = state
         tg.start_soon(follow, daemon, state.session_id, self.acked, where)
+        self.phase = "starting a run"
         run = await call(client, "send_message", where, session_id=state.session_id, text=PROMPT + state.label)
         state.run_id = run["run_id"]
+        self.going_for(plan(self.seed, state.label))
         return state
+
+    def going_for(self, turns: list[Turn]) -> None:
+        """The run is under way with ``turns`` to go: the moment the kill timer of a cycle waits for."""
+        self.phase = "running"
+        self.remaining_s = planned_s(turns) + self.overhead_s
+        self.going.set()
+
+    async def drive(self, client: Client, daemon: Daemon, tg: TaskGroup, where: str, *, until: float) -> None:
+        """Drive the current run (or new ones), denying every review; return once a run completes after ``until``."""
+        while True:
+            state = self.current or await self.new_run(client, daemon, tg, where)
+            assert state.run_id is not None
+            run = await call(client, "get_run", where, run_id=state.run_id, wait_s=10.0)
+            if run["status"] == "needs_review":
+                await self.deny_reviews(client, state, where)
+            elif run["status"] == "completed":
+                await self.finish_run(client, state, where)
+                if anyio.current_time() >= until:
+                    return
+            else:
+                assert run["status"] == "running", f"{where}: run {state.label} is {run}"
+
+    async def deny_reviews(self, client: Client, state: RunState, where: str) -> None:
+        """Skip every call the resumed run asks about: it may have run, so it must not run again."""
+        pending = (await call(client, "list_approvals", where, session_id=state.session_id))["approvals"]
+        counts = self.counts()
+        tools = state.tools(self.seed)
+        for approval in pending:
+            assert approval["kind"] == "review", f"{where}: a bypass run asked {approval}"
+            key = approval["arguments"]["key"]
+            assert tools.get(key) == SIDE_EFFECTING, f"{where}: review of a call that may be repeated: {approval}"
+            state.denied[key] = counts.get(key, 0)
+            self.reviews_denied += 1
+            await call(client, "decide_approval", where, approval_id=approval["approval_id"], decision="deny")
+
+    async def resume(self, client: Client, daemon: Daemon, tg: TaskGroup, where: str) -> None:
+        """After a restart: see where the killed run stands and resume it (or give it up if it never started)."""
+        state = self.current
+        if state is None:
+            if self.kills:
+                self.land(f"while {self.killed_while}")
+            return
+        tg.start_soon(follow, daemon, state.session_id, self.acked, where)
+        events = await stored_events(client, state.session_id, where)
+        started = [e["run_id"] for e in events if e["type"] == "run_started"]
+        if state.run_id is None and started:  # killed while send_message was answering
+            state.run_id = started[-1]
+        if state.run_id is None or state.run_id not in started:
+            acked = [e for e in self.acked.events.get(state.session_id, {}).values() if e.get("run_id")]
+            assert not acked, f"{where}: run of {state.label} is unknown after restart, yet events were acked: {acked}"
+            self.land("before run_started was stored")
+            self.current = None
+            return
+        run = await call(client, "get_run", where, run_id=state.run_id)
+        mine = [e for e in events if e.get("run_id") == state.run_id]
+        self.land(_kill_point(run["status"], mine) if self.killed_while == "running" else f"while {self.killed_while}")
+        if run["status"] == "completed":
+            await self.finish_run(client, state, where)
+            return
+        assert run["status"] in ("interrupted", "needs_review"), f"{where}: killed run is {run}"
+        self.phase = "resuming (reopening the session)"
+        await call(client, "resume_run", where, run_id=state.run_id)
+        state.resumes += 1
+        self.going_for(plan(self.seed, state.label)[sum(e["type"] == "assistant_message" for e in mine) :])
+
+    def land(self, point: str) -> None:
+        self.landed[point] = self.landed.get(point, 0) + 1
 
     # -- checks
 
-    def check_executions(self, where: str) -> list[dict[str, Any]]:
-        done = executions(self.record_file)
-        effects = [e["key"] for e in done if e["tool"] == SIDE_EFFECTING]
-        twice = sorted({k for k in effects if effects.count(k) > 1})
+    def counts(self) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for e in executions(self.record_file):
+            found[e["key"]] = found.get(e["key"], 0) + 1
+        return found
+
+    def check_executions(self, where: str) -> dict[str, int]:
+        counts = self.counts()
+        tools = {key: tool for state in self.runs for key, tool in state.tools(self.seed).items()}
+        twice = sorted(k for k, n in counts.items() if n > 1 and tools.get(k) == SIDE_EFFECTING)
         assert not twice, f"{where}: side-effecting calls executed more than once: {twice}"
-        return done
+        unplanned = sorted(set(counts) - set(tools))
+        assert not unplanned, f"{where}: executions nobody planned: {unplanned}"
+        return counts
 
     async def check_store(self, client: Client, where: str) -> None:
         """After a restart: acknowledged events intact, executions and stored calls consistent."""
         assert not self.acked.problems, "\n".join(self.acked.problems)
-        done = self.check_executions(where)
+        counts = self.check_executions(where)
         started_keys: set[str] = set()
         finished_ok: set[str] = set()
         for state in self.runs:
@@ -381,92 +492,104 @@ class CrashTest:
                     f"{where}: acknowledged event {state.session_id}#{seq} is {stored.get(seq)} after restart, "
                     f"was {event}"
                 )
+            tools = state.tools(self.seed)
             for event in stored.values():
-                key = event.get("arguments", {}).get("key") if event["type"] == "tool_call_started" else None
-                if key:
-                    started_keys.add(key)
-                if event["type"] == "tool_call_finished" and not event["is_error"]:
-                    finished_ok.add(event["call_id"])
-        executed = {e["key"] for e in done}
-        unrecorded = sorted(executed - started_keys)
+                if event["type"] == "tool_call_started":
+                    started_keys.add(event["arguments"]["key"])
+                elif event["type"] == "tool_call_finished" and not event["is_error"]:
+                    finished_ok.add(_key_of(event["call_id"]))
+                elif event["type"] == "run_resumed":
+                    rerun = {tools[_key_of(c)] for c in event["rerun"]}
+                    review = {tools[_key_of(c)] for c in event["review"]}
+                    assert SIDE_EFFECTING not in rerun, f"{where}: a side-effecting call was re-run: {event}"
+                    assert review <= {SIDE_EFFECTING}, f"{where}: a harmless call was sent to review: {event}"
+        unrecorded = sorted(set(counts) - started_keys)
         assert not unrecorded, f"{where}: calls executed without a stored tool_call_started: {unrecorded}"
-        phantom = sorted(c for c in finished_ok if c.startswith("toolu_") and _key_of(c) not in executed)
+        phantom = sorted(finished_ok - set(counts))
         assert not phantom, f"{where}: stored as finished but never executed: {phantom}"
 
-    async def check_killed_run(self, client: Client, state: RunState, where: str) -> None:
+    async def finish_run(self, client: Client, state: RunState, where: str) -> None:
+        """A completed run: every harmless call ran, every side effect exactly once unless a review skipped it."""
         assert state.run_id is not None
-        result = await client.call_tool("get_run", {"run_id": state.run_id})
-        if result.is_error:  # killed before run_started was stored: nothing of it may have been acknowledged
-            acked = [e for e in self.acked.events.get(state.session_id, {}).values() if e.get("run_id") == state.run_id]
-            assert not acked, f"{where}: run {state.run_id} is unknown after restart, yet {len(acked)} events acked"
-            self.landed("before run_started was stored")
-            return
-        run = result.structured_content
-        assert run is not None
-        assert run["status"] in ("interrupted", "completed"), f"{where}: killed run is {run}"
-        if run["status"] == "completed":
-            self.landed("after the run")
-            return
-        events = [e for e in await stored_events(client, state.session_id, where) if e.get("run_id") == state.run_id]
-        assert events[-1]["type"] == "run_finished", f"{where}: interrupted run's last event is {events[-1]}"
-        started = {e["call_id"] for e in events if e["type"] == "tool_call_started"}
-        finished = {e["call_id"] for e in events if e["type"] == "tool_call_finished"}
-        self.landed("during tool calls" if started - finished else "during a model turn")
+        run = await call(client, "get_run", where, run_id=state.run_id)
+        assert (run["status"], run["final_text"]) == ("completed", f"done {state.label}"), f"{where}: {run}"
+        counts = self.check_executions(where)
+        for key, tool in state.tools(self.seed).items():
+            n = counts.get(key, 0)
+            if tool != SIDE_EFFECTING:
+                assert n >= 1, f"{where}: {tool} {key} of completed run {state.label} never executed"
+            elif key in state.denied:
+                assert n == state.denied[key], f"{where}: {key} ran after its review was denied ({counts})"
+            else:
+                assert n == 1, f"{where}: side-effecting {key} of completed run {state.label} executed {n} times"
+        self.completed += 1
+        self.current = None
 
-    def landed(self, where: str) -> None:
-        self.outcomes[where] = self.outcomes.get(where, 0) + 1
-
-    # -- the cycles
+    # -- the phases
 
     async def calibrate(self) -> None:
         """One undisturbed run: it completes, every call executes exactly once; its length bounds kill delays."""
         where = f"seed={self.seed} calibration"
         daemon = self.start("calibration")
         try:
-            async with anyio.create_task_group() as tg:
-                async with mcp_client(daemon, CLIENT_MODE) as client:
-                    state = await self.new_run(client, daemon, tg, where)
-                    started = time.monotonic()
-                    assert state.run_id is not None
-                    with anyio.fail_after(RUN_TIMEOUT_S):
-                        while (run := await call(client, "get_run", where, run_id=state.run_id, wait_s=10))[
-                            "status"
-                        ] == "running":
-                            pass
-                    self.run_s = time.monotonic() - started
-                    self.overhead_s = max(0.0, self.run_s - planned_s(plan(self.seed, state.label)))
-                    assert run["status"] == "completed", f"{where}: {run}"
-                    await anyio.sleep(0.3)  # let the follower catch up before checking what it got
-                    await self.check_store(client, where)
-                    keys = sorted(e["key"] for e in self.check_executions(where))
-                    planned = sorted(key for turn in plan(self.seed, state.label) for _, key, _ in turn.calls)
-                    assert keys == planned, f"{where}: executed {keys}, planned {planned}"
-                    tg.cancel_scope.cancel()  # the follower
+            with anyio.fail_after(CYCLE_TIMEOUT_S):
+                async with anyio.create_task_group() as tg:
+                    async with mcp_client(daemon, CLIENT_MODE) as client:
+                        started = anyio.current_time()
+                        state = await self.new_run(client, daemon, tg, where)
+                        self.open_s = anyio.current_time() - started
+                        await self.drive(client, daemon, tg, where, until=0.0)
+                        self.run_s = anyio.current_time() - started - self.open_s
+                        self.overhead_s = max(0.0, self.run_s - planned_s(plan(self.seed, state.label)))
+                        await anyio.sleep(0.3)  # let the follower catch up before checking what it got
+                        await self.check_store(client, where)
+                        assert all(n == 1 for n in self.counts().values()), f"{where}: {self.counts()}"
+                        tg.cancel_scope.cancel()  # the follower
         finally:
             code = daemon.stop()
         assert code == 0, f"{where}: the daemon exited {code} on SIGTERM:\n{daemon.stderr()}"
         wait_children_gone(self.marker, where)
         integrity(self.home, self.root / "check", where)
 
-    async def cycle(self, killed: RunState | None) -> RunState:
-        """Restart, check what the last kill left, start a run, SIGKILL the daemon at a random moment."""
+    async def cycle(self) -> None:
+        """Restart, check what the last kill left, resume, SIGKILL the daemon at a random moment."""
         started = time.monotonic()
-        label = f"r{len(self.runs)}"
-        expected = planned_s(plan(self.seed, label)) + self.overhead_s
-        delay = self.rng.uniform(0.0, expected * 1.05)  # about one kill in twenty lands after the run
-        where = self.where(f"(run {label}, SIGKILL {delay:.3f} s into {expected:.2f} s)")
+        label = self.current.label if self.current else f"r{len(self.runs)}"
+        # Mostly within the run once it is under way; sometimes anywhere (restart, reopening, resuming).
+        anywhere = self.rng.random() < ANYWHERE
+        early = self.rng.uniform(0.0, self.open_s + planned_s(plan(self.seed, label)) + self.overhead_s)
+        fraction = self.rng.uniform(0.0, 1.05)
+        when = f"{early:.3f} s after the restart" if anywhere else f"{fraction:.3f} of the way through the run"
+        where = self.where(f"(run {label}, SIGKILL {when})")
+        self.going = anyio.Event()
+        self.phase = "starting"
         daemon = self.start(f"daemon{self.kills}")
+        killed = False
         try:
             with anyio.fail_after(CYCLE_TIMEOUT_S):
                 async with anyio.create_task_group() as tg:
                     async with mcp_client(daemon, CLIENT_MODE) as client:
                         await self.check_store(client, where + " after restart")
-                        if killed is not None:
-                            await self.check_killed_run(client, killed, where + " after restart")
-                        state = await self.new_run(client, daemon, tg, where)
-                        assert state.label == label
-                        await anyio.sleep(delay)
-                        sigkill(daemon)
+
+                    async def driver() -> None:
+                        try:
+                            async with mcp_client(daemon, CLIENT_MODE) as client:
+                                await self.resume(client, daemon, tg, where + " resuming")
+                                await self.drive(client, daemon, tg, where, until=math.inf)
+                        except Exception:
+                            if not killed:
+                                raise
+
+                    tg.start_soon(driver)
+                    if anywhere:
+                        await anyio.sleep(early)
+                    else:
+                        await self.going.wait()
+                        await anyio.sleep(fraction * self.remaining_s)
+                    killed = True
+                    self.killed_while = self.phase
+                    sigkill(daemon)
+                    tg.cancel_scope.cancel()  # the driver and the followers, whose calls now fail anyway
         finally:
             if daemon.proc.poll() is None:
                 sigkill(daemon)
@@ -475,16 +598,22 @@ class CrashTest:
         integrity(self.home, self.root / "check", where)
         self.check_executions(where)
         self.cycle_s.append(time.monotonic() - started)
-        return state
 
-    async def final(self, killed: RunState) -> None:
+    async def final(self) -> None:
+        """Restart once more, run the last killed run to completion, stop cleanly."""
         where = self.where("final")
         daemon = self.start("final")
         try:
             with anyio.fail_after(CYCLE_TIMEOUT_S):
-                async with mcp_client(daemon, CLIENT_MODE) as client:
-                    await self.check_store(client, where)
-                    await self.check_killed_run(client, killed, where)
+                async with anyio.create_task_group() as tg:
+                    async with mcp_client(daemon, CLIENT_MODE) as client:
+                        await self.check_store(client, where)
+                        await self.resume(client, daemon, tg, where)
+                        if self.current is not None:
+                            await self.drive(client, daemon, tg, where, until=0.0)
+                        await anyio.sleep(0.3)
+                        await self.check_store(client, where)
+                        tg.cancel_scope.cancel()
         finally:
             code = daemon.stop()
         assert code == 0, f"{where}: the last daemon exited {code} on SIGTERM:\n{daemon.stderr()}"
@@ -495,11 +624,25 @@ class CrashTest:
         cycles = self.cycle_s or [0.0]
         acked = sum(len(s) for s in self.acked.events.values())
         return (
-            f"seed={self.seed}: {self.kills} kills; undisturbed run {self.run_s:.2f} s; "
-            f"kill cycle mean {sum(cycles) / len(cycles):.2f} s, max {max(cycles):.2f} s; "
-            f"kills landed {dict(sorted(self.outcomes.items()))}; "
+            f"seed={self.seed}: {self.kills} kills; session open {self.open_s:.2f} s, undisturbed run "
+            f"{self.run_s:.2f} s; kill cycle mean {sum(cycles) / len(cycles):.2f} s, max {max(cycles):.2f} s; "
+            f"kills landed {dict(sorted(self.landed.items()))}; {self.completed} runs completed, "
+            f"{sum(s.resumes for s in self.runs)} resumes, {self.reviews_denied} reviews denied; "
             f"{len(executions(self.record_file))} executions, {acked} acknowledged events"
         )
+
+
+def _kill_point(status: str, run_events: list[dict[str, Any]]) -> str:
+    """Where a kill landed, judged from what the killed run had stored."""
+    if status == "completed":
+        return "after the run"
+    asked = {e["approval_id"] for e in run_events if e["type"] == "approval_requested"}
+    decided = {e["approval_id"] for e in run_events if e["type"] == "approval_decided"}
+    if asked - decided:
+        return "awaiting a review"
+    started = {e["call_id"] for e in run_events if e["type"] == "tool_call_started"}
+    finished = {e["call_id"] for e in run_events if e["type"] == "tool_call_finished"}
+    return "during tool calls" if started - finished else "during a model turn"
 
 
 def _key_of(call_id: str) -> str:
@@ -507,14 +650,15 @@ def _key_of(call_id: str) -> str:
     return call_id.removeprefix("toolu_").replace("_", ".")
 
 
-@contextlib.asynccontextmanager
-async def crash_test(tmp_path: Path, kills: int) -> AsyncIterator[CrashTest]:
+async def run_crash_test(tmp_path: Path, kills: int) -> None:
     seed = int(os.environ.get("LOOM_CRASH_SEED") or random.SystemRandom().randrange(1 << 32))
     with serve_planned_model(seed) as model:
-        test = CrashTest(tmp_path, seed, kills)
-        test.env = {"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": model.base_url}
+        test = CrashTest(tmp_path, seed, {"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": model.base_url})
         try:
-            yield test
+            await test.calibrate()
+            while test.kills < kills:
+                await test.cycle()
+            await test.final()
         finally:
             for pid in living(test.marker):  # whatever a failure left behind
                 with contextlib.suppress(ProcessLookupError):
@@ -522,19 +666,9 @@ async def crash_test(tmp_path: Path, kills: int) -> AsyncIterator[CrashTest]:
             print(test.summary())
 
 
-async def run_crash_test(tmp_path: Path, kills: int) -> None:
-    async with crash_test(tmp_path, kills) as test:
-        await test.calibrate()
-        killed: RunState | None = None
-        while test.kills < kills:
-            killed = await test.cycle(killed)
-        assert killed is not None
-        await test.final(killed)
-
-
 @pytest.mark.timeout(240)
 async def test_sigkill_at_random_points_loses_no_acknowledged_event_and_repeats_no_effect(tmp_path: Path) -> None:
-    await run_crash_test(tmp_path, DEFAULT_KILLS)
+    await run_crash_test(tmp_path, int(os.environ.get("LOOM_CRASH_KILLS") or DEFAULT_KILLS))
 
 
 @pytest.mark.slow
@@ -542,4 +676,4 @@ async def test_sigkill_at_random_points_loses_no_acknowledged_event_and_repeats_
 async def test_long_mode_many_kills(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     if not long_mode(request.config):
         pytest.skip("long mode only: pytest --long, or LOOM_LONG_TESTS=1")
-    await run_crash_test(tmp_path, LONG_KILLS)
+    await run_crash_test(tmp_path, max(LONG_KILLS, int(os.environ.get("LOOM_CRASH_KILLS") or 0)))
