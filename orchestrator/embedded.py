@@ -17,15 +17,17 @@ from orchestrator.store import RunRecord
 # The runtime is imported lazily: `loom --help` must not pay for it. `loom runs`/`export` do pay for
 # the MCP SDK now (~1 s), since reading the store means talking to the checkpoints server.
 if TYPE_CHECKING:
-    from orchestrator.config import ServerConfig
+    from orchestrator.config import LoomConfig, ServerConfig
     from orchestrator.runtime import Runtime
 
 DB_NAME = "loom.db"
 
 
 @contextlib.asynccontextmanager
-async def embedded_runtime(home: Path, servers: Sequence[ServerConfig] = ()) -> AsyncIterator[Runtime]:
-    """A runtime over ``home/loom.db``.
+async def embedded_runtime(
+    home: Path, servers: Sequence[ServerConfig] = (), *, config: LoomConfig | None = None
+) -> AsyncIterator[Runtime]:
+    """A runtime over ``home/loom.db``, with ``config``'s servers, tool timeouts and shell options if given.
 
     Raises:
         orchestrator.store.StoreError: the database cannot be opened.
@@ -34,7 +36,16 @@ async def embedded_runtime(home: Path, servers: Sequence[ServerConfig] = ()) -> 
     from orchestrator.runtime import Runtime
 
     async with CheckpointStore(home / DB_NAME) as store:
-        yield Runtime(EventLog(store), home=home, servers=servers)
+        if config is None:
+            yield Runtime(EventLog(store), home=home, servers=servers)
+        else:
+            yield Runtime(
+                EventLog(store),
+                home=home,
+                servers=config.servers,
+                tool_timeouts=config.tool_timeouts_s,
+                shell=config.shell,
+            )
 
 
 async def find_run(home: Path, run_id: str) -> tuple[RunRecord, list[Event]] | None:

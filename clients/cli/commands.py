@@ -107,7 +107,7 @@ async def _run_session(
     from orchestrator.embedded import embedded_runtime
 
     status = "failed"
-    async with embedded_runtime(home, config.servers) as runtime:
+    async with embedded_runtime(home, config=config) as runtime:
         async with runtime.log.subscribe() as events, anyio.create_task_group() as tg:
             run_scope = anyio.CancelScope()
             tg.start_soon(_render, events, renderer, run_scope)

@@ -79,7 +79,7 @@ def serve(args: argparse.Namespace) -> int:
         sys.stderr.flush()
 
     try:
-        anyio.run(functools.partial(run_daemon, home, port, config.servers, on_ready=ready))
+        anyio.run(functools.partial(run_daemon, home, port, on_ready=ready, config=config))
     except (AlreadyRunning, DaemonError, TokenError) as exc:
         return _fail(str(exc))
     except StoreError as exc:

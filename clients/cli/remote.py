@@ -12,6 +12,7 @@ import contextlib
 import json
 import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -43,11 +44,21 @@ async def face_client() -> AsyncIterator[Client]:
         async with connect(home) as client:
             yield client
         return
+    from orchestrator.config import ConfigError, load_config
     from orchestrator.embedded import embedded_runtime
     from orchestrator.face import build_face
     from orchestrator.host import SessionHost
 
-    async with embedded_runtime(home) as runtime, SessionHost(runtime) as host, Client(build_face(host)) as client:
+    try:
+        # The same config `loom run` and the daemon read: sessions reopened here get the same servers.
+        config = load_config(home, Path.cwd())
+    except ConfigError as exc:
+        raise FaceError(str(exc)) from exc
+    async with (
+        embedded_runtime(home, config=config) as runtime,
+        SessionHost(runtime) as host,
+        Client(build_face(host)) as client,
+    ):
         yield client
 
 

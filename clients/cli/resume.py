@@ -115,7 +115,7 @@ async def _embedded(home: Path, run_id: str, renderer: Callable[[Event], None]) 
         raise ResumeFailed(f"no run {run_id!r} in {home}; `loom runs` lists them")
     config = load_config(home, Path.cwd())
     status = "failed"
-    async with embedded_runtime(home, config.servers) as runtime:
+    async with embedded_runtime(home, config=config) as runtime:
         await runtime.mark_interrupted()
         store = runtime.log.store
         record = await store.get_run(run_id)

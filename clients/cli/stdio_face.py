@@ -150,7 +150,7 @@ async def _serve_embedded(home: Path, serving: anyio.CancelScope) -> int:
     try:
         # Store first (a failure is reported before any protocol), then stdio, then the host, so that
         # the host is closed (runs recorded) before stdio_server exits.
-        async with embedded_runtime(home, config.servers) as runtime, stdio_server() as (read, write):
+        async with embedded_runtime(home, config=config) as runtime, stdio_server() as (read, write):
             async with SessionHost(runtime) as host:
                 # What MCPServer.run_stdio_async does, over streams we own; the low-level server has
                 # no public accessor in SDK 2.3.0 (the SDK's own Client reaches it the same way).

@@ -27,7 +27,7 @@ from pathlib import Path
 import anyio
 import uvicorn
 
-from orchestrator.config import ServerConfig
+from orchestrator.config import LoomConfig, ServerConfig
 from orchestrator.daemon.app import MCP_PATH, RequestGate, build_app
 from orchestrator.daemon.auth import ensure_home, ensure_token
 from orchestrator.daemon.discovery import Discovery, InstanceLock, remove_discovery, write_discovery
@@ -109,6 +109,7 @@ async def run_daemon(
     *,
     on_ready: Callable[[Discovery], None] | None = None,
     auto_resume: bool | None = None,
+    config: LoomConfig | None = None,
 ) -> None:
     """Serve the MCP face for ``home`` on 127.0.0.1:``port`` until SIGTERM or SIGINT (main thread only).
 
@@ -118,6 +119,7 @@ async def run_daemon(
         servers: external MCP servers every session connects.
         on_ready: called once the daemon listens and its discovery file is written.
         auto_resume: resume the runs a crash left running; None reads ``autoResume`` from ``home/config.json``.
+        config: the loaded configuration; its servers, tool timeouts and shell options replace ``servers``.
 
     Raises:
         orchestrator.daemon.discovery.AlreadyRunning: another daemon holds ``home``.
@@ -140,7 +142,7 @@ async def run_daemon(
             tg.start_soon(_watch_signals, control)
             try:
                 resume = auto_resume if auto_resume is not None else read_auto_resume(home)
-                await _serve(home, servers, sock, token, control, on_ready, resume)
+                await _serve(home, servers, sock, token, control, on_ready, resume, config)
             except Exception as exc:  # raised as itself below, not wrapped in the task group's ExceptionGroup
                 failure.append(exc)
             finally:
@@ -157,6 +159,7 @@ async def _serve(
     control: _Control,
     on_ready: Callable[[Discovery], None] | None,
     auto_resume: bool = False,
+    config: LoomConfig | None = None,
 ) -> None:
     from orchestrator.embedded import embedded_runtime
     from orchestrator.face import build_face
@@ -170,12 +173,12 @@ async def _serve(
         if on_ready is not None:
             on_ready(found)
 
-    async with embedded_runtime(home, servers) as runtime, SessionHost(runtime) as host:
+    async with embedded_runtime(home, servers, config=config) as runtime, SessionHost(runtime) as host:
         if auto_resume and host.interrupted:
             resumed = await host.resume_interrupted()
             logger.info("autoResume: resumed %d of %d interrupted runs", len(resumed), len(host.interrupted))
         gate = RequestGate(build_app(build_face(host), token, info={"pid": os.getpid(), "url": url}))
-        config = uvicorn.Config(
+        server_config = uvicorn.Config(
             gate,
             host=HOST,
             port=port,
@@ -184,7 +187,7 @@ async def _serve(
             access_log=False,
             timeout_graceful_shutdown=GRACE_S,
         )
-        control.server, control.gate = _Server(config, started), gate
+        control.server, control.gate = _Server(server_config, started), gate
         if control.stopping:  # a signal arrived while the runtime was opening
             return
         await control.server.serve(sockets=[sock])
