@@ -143,12 +143,18 @@ class Database:
         # that step for 10-20 ms. We checkpoint when a run finishes instead; the larger automatic
         # threshold only bounds the WAL for very long runs.
         await db.execute(f"PRAGMA wal_autocheckpoint={_AUTOCHECKPOINT_PAGES}")
-        fresh = not await self._has_table("meta")
-        await db.executescript(_SCHEMA)
-        if fresh:
-            # A new file gets version 3 (the base schema) and the migrations build the rest, so that
-            # new and migrated databases can never differ.
-            await db.execute("INSERT INTO meta VALUES ('schema_version', '3')")
+        # One transaction, because several Loom processes may open a new home at once. A new file
+        # gets version 3 (the base schema) and the migrations build the rest, so that new and
+        # migrated databases cannot differ; an existing file keeps its version (OR IGNORE).
+        try:
+            await db.executescript(
+                f"BEGIN IMMEDIATE; {_SCHEMA} INSERT OR IGNORE INTO meta VALUES ('schema_version', '3'); COMMIT;"
+            )
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                if db.in_transaction:
+                    await db.execute("ROLLBACK")
+            raise
         await self._check_version(migrate=True)
 
     async def _has_table(self, name: str) -> bool:
@@ -178,9 +184,10 @@ class Database:
         for version in range(found + 1, SCHEMA_VERSION + 1):
             await self._conn.execute("BEGIN IMMEDIATE")
             try:
-                for statement in _MIGRATIONS[version]:
-                    await self._conn.execute(statement)
-                await self._conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(version),))
+                if await self.schema_version() < version:  # another process may have migrated meanwhile
+                    for statement in _MIGRATIONS[version]:
+                        await self._conn.execute(statement)
+                    await self._conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(version),))
                 await self._conn.execute("COMMIT")
             except BaseException:
                 await self._conn.execute("ROLLBACK")

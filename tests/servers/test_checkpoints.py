@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
@@ -280,3 +281,19 @@ async def test_a_full_disk_loses_only_the_batch_that_did_not_fit(tmp_path: Path)
         assert len(await db.read_events("s")) == 2
     finally:
         await db.close()
+
+
+async def test_many_processes_may_open_a_new_database_at_once(tmp_path: Path) -> None:
+    # Headless runs started together all find a fresh home: creating the schema must not race.
+    path = tmp_path / "loom.db"
+    versions: list[int] = []
+
+    async def open_one(n: int) -> None:
+        async with connected(path) as client:
+            versions.append((await call(client, "status"))["schema_version"])
+            await call(client, "append_events", events=[created(f"s{n}")])
+
+    async with anyio.create_task_group() as tg:
+        for n in range(6):
+            tg.start_soon(open_one, n)
+    assert versions == [SCHEMA_VERSION] * 6
