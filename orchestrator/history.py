@@ -34,7 +34,7 @@ def rebuild_history(events: Iterable[Event], *, open_tail: bool = False) -> list
     note: list[str] = []  # the latest resume note not yet placed
 
     def close_turn() -> None:
-        extra = [TextBlock(text=note[-1])] if note else []
+        extra = [TextBlock(text=note[-1])] if note and note[-1] else []
         note.clear()
         if pending:
             blocks: list[ToolResultBlock | TextBlock] = [

@@ -153,6 +153,7 @@ async def resume_loop(ctx: RunContext, point: ResumePoint, *, headless: bool) ->
     unstarted = point.unstarted()
     reused = [u for u in point.uses if u.id in point.finished]
     note = interruption_note(point.after_step, reused, rerun, review, unstarted)
+    stops = point.answered is not None or (bool(review) and headless)  # the model will not be called
     resumed = RunResumed(
         session_id=ctx.session_id,
         run_id=ctx.run_id,
@@ -162,7 +163,7 @@ async def resume_loop(ctx: RunContext, point: ResumePoint, *, headless: bool) ->
         rerun=[u.id for u in rerun],
         review=[u.id for u in review],
         unstarted=[u.id for u in unstarted],
-        note=note if point.answered is None else "",
+        note="" if stops else note,
     )
     await ctx.log.append(resumed)
     if point.answered is not None:  # the model had answered; only the run's end was not recorded

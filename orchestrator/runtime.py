@@ -201,6 +201,10 @@ class Session:
                 steps=result.steps,
             )
         )
+        if result.status in ("cancelled", "needs_review"):
+            # Stopped mid-step, the history may hold tool calls without results, which no model accepts:
+            # take it from the store, as a reopened session would.
+            self.history[:] = rebuild_history(await self.log.store.read_events(self.id))
 
 
 class Runtime:

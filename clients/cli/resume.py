@@ -21,7 +21,7 @@ from clients.cli.errors import first_of
 from clients.cli.main import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from clients.cli.render import JsonRenderer, TerminalRenderer
 from orchestrator.config import ConfigError, load_config, loom_home
-from orchestrator.events import EVENT_ADAPTER, ApprovalRequested, Event, RunFinished
+from orchestrator.events import EVENT_ADAPTER, ApprovalRequested, Event, RunFinished, RunResumed
 from orchestrator.store import StoreError
 
 EXIT_CODES = {"completed": EXIT_OK, "cancelled": EXIT_CANCELLED}
@@ -37,7 +37,12 @@ def resume(args: argparse.Namespace) -> int:
     from orchestrator.daemon.discovery import read_discovery
 
     _quiet_logging()
-    renderer: Callable[[Event], None] = JsonRenderer() if args.json else TerminalRenderer()
+    render: Callable[[Event], None] = JsonRenderer() if args.json else TerminalRenderer()
+
+    def renderer(event: Event) -> None:
+        render(event)
+        _hint(event)
+
     home = loom_home()
     try:
         if read_discovery(home) is not None:
@@ -57,8 +62,22 @@ def resume(args: argparse.Namespace) -> int:
         return EXIT_CANCELLED
 
 
-def _review_hint(event: Event) -> None:
-    if isinstance(event, ApprovalRequested):
+def _hint(event: Event) -> None:
+    """What the resume did and what it waits for, on stderr."""
+    if isinstance(event, RunResumed):
+        done = [
+            f"{label} {', '.join(ids)}"
+            for label, ids in (
+                ("reused", event.reused),
+                ("running again", event.rerun),
+                ("needs review", event.review),
+                ("asking policy again", event.unstarted),
+            )
+            if ids
+        ]
+        summary = f": {'; '.join(done)}" if done else ""
+        sys.stderr.write(f"loom: resumed run {event.run_id} after step {event.after_step}{summary}\n")
+    elif isinstance(event, ApprovalRequested):
         what = "review" if event.kind == "review" else "approval"
         sys.stderr.write(
             f"loom: {what} needed for {event.tool}: loom approve {event.approval_id} / loom deny {event.approval_id}\n"
@@ -95,7 +114,6 @@ async def _on_daemon(home: Path, run_id: str, renderer: Callable[[Event], None])
                     for raw in page["events"]:
                         event = EVENT_ADAPTER.validate_python(raw)
                         renderer(event)
-                        _review_hint(event)
                         if isinstance(event, RunFinished) and event.run_id == run_id:
                             status, ended = event.status, True
                     cursor = page["next_after_seq"]

@@ -159,6 +159,7 @@ async def test_loom_resume_without_a_daemon_is_headless(tmp_path: Path) -> None:
     )
     assert stopped.returncode == 1, stopped
     assert f"run {crashed.run_id} needs_review" in stopped.stderr and "rs__charge" in stopped.stderr
+    assert f"resumed run {crashed.run_id} after step 1: needs review toolu_0000_0" in stopped.stderr
     assert crashed.count("x") == 1
     runs = await anyio.to_thread.run_sync(lambda: run_loom("runs", cwd=tmp_path, home=crashed.home))
     assert "needs_review" in runs.stdout

@@ -262,11 +262,15 @@ async def test_a_headless_resume_ends_needs_review_and_runs_nothing_again(tmp_pa
             world.tmp / "work", world.model, session_id=session_id, headless=True
         ) as session:
             result = await session.resume(run_id)
+            after = session.history[-1]
         record = await runtime.log.store.get_run(run_id)
     assert result.status == "needs_review"
     assert "rs__charge" in result.reason and "nothing was run again" in result.reason
     assert record is not None and (record.status, record.reason) == ("needs_review", result.reason)
     assert (world.count("card"), world.count("read"), len(world.requests)) == (1, 1, 1)
+    # the session's history stays valid for a next message: each call has a result (effect unknown)
+    assert after.role == "user" and len(after.content) == 2
+    assert all(isinstance(b, ToolResultBlock) and "effect is unknown" in b.content for b in after.content)
     # a needs_review run can be resumed again where someone can answer
     async with world.host() as host:
         await host.resume_run(run_id)
