@@ -15,7 +15,8 @@ time after the restart (while sessions reopen and runs resume). Then, with the d
 
 and once a new daemon is up (which must start despite the stale lock and discovery file):
 
-* every event a client received before the kill is stored, identical, at the same seq;
+* every event a client received before the kill is stored, identical, at the same seq, and each
+  ``assistant_message`` is followed by the ``tool_call_started`` of all its calls (one batch, atomic);
 * every execution has a stored ``tool_call_started`` with its key (intent is durable before the
   effect), and every successful stored ``tool_call_finished`` has an execution behind it;
 * ``run_resumed`` re-runs only read-only/idempotent calls and sends only side-effecting ones to review;
@@ -497,6 +498,15 @@ class CrashTest:
                     f"was {event}"
                 )
             tools = state.tools(self.seed)
+            ordered = [stored[seq] for seq in sorted(stored)]
+            for i, event in enumerate(ordered):
+                if event["type"] == "assistant_message":
+                    # One store batch: the answer and the calls it starts (bypass: no call waits or is refused).
+                    uses = [b["id"] for b in event["message"]["content"] if b["type"] == "tool_use"]
+                    batch = [e.get("call_id") for e in ordered[i + 1 : i + 1 + len(uses)]]
+                    assert batch == uses, (
+                        f"{where}: seq {event['seq']} of {state.session_id} is not stored with its starts"
+                    )
             for event in stored.values():
                 if event["type"] == "tool_call_started":
                     started_keys.add(event["arguments"]["key"])
