@@ -692,3 +692,58 @@ async def test_long_mode_many_kills(tmp_path: Path, request: pytest.FixtureReque
     if not long_mode(request.config):
         pytest.skip("long mode only: pytest --long, or LOOM_LONG_TESTS=1")
     await run_crash_test(tmp_path, max(LONG_KILLS, int(os.environ.get("LOOM_CRASH_KILLS") or 0)))
+
+
+async def _wait_for(daemon: Daemon, session_id: str, what: str, count: int, timeout_s: float) -> list[dict[str, Any]]:
+    """Poll the session's events until ``count`` of type ``what`` are stored (bounded); return them all."""
+    with anyio.move_on_after(timeout_s):
+        async with mcp_client(daemon, CLIENT_MODE) as client:
+            while True:
+                events = await stored_events(client, session_id, what)
+                if sum(e["type"] == what for e in events) >= count:
+                    return events
+                await anyio.sleep(0.05)
+    raise AssertionError(f"no {count}th {what} in session {session_id} within {timeout_s} s")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.xfail(
+    strict=True,
+    reason="run_resumed does not set the store's run status back to running, so a kill during the resumed run "
+    "is never marked interrupted and autoResume does not pick the run up at the next start",
+)
+async def test_a_run_killed_while_resumed_is_marked_and_auto_resumed_again(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if not long_mode(request.config):
+        pytest.skip("long mode only: pytest --long, or LOOM_LONG_TESTS=1")
+    with serve_planned_model(7) as model:
+        test = CrashTest(tmp_path, 7, {"ANTHROPIC_API_KEY": "test-key", "ANTHROPIC_BASE_URL": model.base_url})
+        config = json.loads((test.home / "config.json").read_text(encoding="utf-8"))
+        (test.home / "config.json").write_text(json.dumps({**config, "autoResume": True}), encoding="utf-8")
+        try:
+            first = test.start("first")
+            async with mcp_client(first, CLIENT_MODE) as client:
+                session = await call(client, "create_session", "", cwd=str(test.project), model=MODEL, mode="bypass")
+                await call(client, "send_message", "", session_id=session["session_id"], text=PROMPT + "r0")
+            await _wait_for(first, session["session_id"], "tool_call_started", 1, 30)
+            sigkill(first)  # mid-run: the restart marks it interrupted and autoResume resumes it
+            wait_children_gone(test.marker, "first kill")
+            second = test.start("second")
+            await _wait_for(second, session["session_id"], "run_resumed", 1, 30)
+            sigkill(second)  # while the resumed run goes
+            wait_children_gone(test.marker, "second kill")
+            third = test.start("third")
+            try:
+                events = await _wait_for(third, session["session_id"], "run_resumed", 1, 5)
+                resumed = max(i for i, e in enumerate(events) if e["type"] == "run_resumed")
+                after = [(e["type"], e.get("status")) for e in events[resumed:]]
+                assert ("run_finished", "interrupted") in after, f"the second kill left no marker: {after}"
+                await _wait_for(third, session["session_id"], "run_resumed", 2, 30)
+            finally:
+                third.stop()
+        finally:
+            for pid in living(test.marker):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
