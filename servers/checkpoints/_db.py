@@ -51,11 +51,12 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     3: ("ALTER TABLE runs ADD COLUMN owner TEXT NOT NULL DEFAULT ''",),
     4: (
         # A file's content as it was when a checkpoint was taken, so that a rewind can restore it.
-        # ``existed = 0`` records that the file did not exist (a rewind deletes it).
+        # ``existed = 0`` records that the file did not exist (a rewind deletes it). A rowid table,
+        # unlike ``events``: SQLite advises against WITHOUT ROWID for rows as large as file contents.
         "CREATE TABLE IF NOT EXISTS snapshots ("
         " session_id TEXT NOT NULL, checkpoint TEXT NOT NULL, path TEXT NOT NULL,"
         " existed INTEGER NOT NULL, content BLOB, ts REAL NOT NULL,"
-        " PRIMARY KEY (session_id, checkpoint, path)) WITHOUT ROWID",
+        " PRIMARY KEY (session_id, checkpoint, path))",
     ),
 }
 """Statements that bring a database from the previous schema version to the key's version."""
