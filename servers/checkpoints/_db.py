@@ -66,7 +66,7 @@ _AUTOCHECKPOINT_PAGES = 20_000
 # SQLite caps host parameters per statement (32766 on modern builds); 6 per row keeps us far below.
 _MAX_ROWS_PER_INSERT = 500
 
-_INDEX_TYPES = frozenset({"session_created", "session_archived", "run_started", "run_finished"})
+_INDEX_TYPES = frozenset({"session_created", "session_archived", "run_started", "run_resumed", "run_finished"})
 
 _ADVICE = {
     "SQLITE_FULL": "the disk is full; free some space and try again",
@@ -278,6 +278,12 @@ class Database:
             await db.execute(
                 "INSERT INTO runs (id, session_id, started, status, model, owner) VALUES (?,?,?,?,?,?)",
                 (e["run_id"], e["session_id"], e["ts"], "running", e.get("model", ""), e.get("owner", "")),
+            )
+        elif kind == "run_resumed":
+            # Running again, under a new owner: a crash now must leave it to be marked interrupted again.
+            await db.execute(
+                "UPDATE runs SET finished=NULL, status='running', reason='', owner=? WHERE id=?",
+                (e.get("owner", ""), e["run_id"]),
             )
         elif kind == "run_finished":
             await db.execute(

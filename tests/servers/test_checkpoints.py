@@ -118,6 +118,21 @@ async def test_run_index_follows_run_events(tmp_path: Path) -> None:
         assert [(s["id"], s["archived"]) for s in listed] == [("t", True), ("s", False)]
 
 
+async def test_a_resumed_run_is_running_again_under_its_new_owner(tmp_path: Path) -> None:
+    # So that a crash during the resumed run leaves it to be marked interrupted, like any running run.
+    started = {"type": "run_started", "session_id": "s", "run_id": "r_x", "ts": 5.0, "model": "m", "owner": "1:2"}
+    stopped = {"type": "run_finished", "session_id": "s", "run_id": "r_x", "ts": 6.0, "status": "interrupted"}
+    resumed = {"type": "run_resumed", "session_id": "s", "run_id": "r_x", "ts": 7.0, "owner": "3:4", "after_step": 2}
+    async with connected(tmp_path / "loom.db") as client:
+        await call(client, "append_events", events=[created("s"), started, stopped])
+        assert (await call(client, "get_run", run_id="r_x"))["run"]["status"] == "interrupted"
+        await call(client, "append_events", events=[resumed])
+        run = (await call(client, "get_run", run_id="r_x"))["run"]
+        running = (await call(client, "list_runs_with_status", status="running"))["runs"]
+    assert (run["status"], run["owner"], run["finished"]) == ("running", "3:4", None)
+    assert [r["id"] for r in running] == ["r_x"]
+
+
 async def test_a_batch_is_stored_whole_or_not_at_all(tmp_path: Path) -> None:
     started = {"type": "run_started", "session_id": "s", "run_id": "r", "ts": 1.0, "model": "m"}
     async with connected(tmp_path / "loom.db") as client:
