@@ -12,6 +12,7 @@ through :data:`~orchestrator.events.EVENT_ADAPTER`.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Self
 import anyio
 
 from orchestrator.events import EVENT_ADAPTER, Event
-from orchestrator.store import RunRecord, SessionRecord, StoreError
+from orchestrator.store import RunRecord, SessionRecord, SnapshotRecord, StoreError
 
 if TYPE_CHECKING:
     from mcp import Client, StdioServerParameters
@@ -159,6 +160,26 @@ class CheckpointStore:
             arguments["session_id"] = session_id
         found = await self._call("list_runs", arguments)
         return [RunRecord.model_validate(row) for row in found["runs"]]
+
+    async def snapshot_file(self, session_id: str, checkpoint: str, path: str, content: bytes | None) -> bool:
+        """See :meth:`orchestrator.store.Store.snapshot_file`."""
+        encoded = None if content is None else base64.b64encode(content).decode("ascii")
+        arguments = {"session_id": session_id, "checkpoint": checkpoint, "path": path, "content_b64": encoded}
+        return bool((await self._call("snapshot_file", arguments))["recorded"])
+
+    async def list_snapshots(self, session_id: str) -> list[SnapshotRecord]:
+        """See :meth:`orchestrator.store.Store.list_snapshots`."""
+        found = await self._call("list_snapshots", {"session_id": session_id})
+        return [SnapshotRecord.model_validate(row) for row in found["snapshots"]]
+
+    async def read_snapshot(self, session_id: str, checkpoint: str, path: str) -> tuple[bool, bytes | None] | None:
+        """See :meth:`orchestrator.store.Store.read_snapshot`."""
+        arguments = {"session_id": session_id, "checkpoint": checkpoint, "path": path}
+        found = await self._call("read_snapshot", arguments)
+        if not found["found"]:
+            return None
+        encoded = found.get("content_b64")
+        return bool(found["existed"]), None if encoded is None else base64.b64decode(encoded)
 
 
 def _run(found: dict[str, Any] | None) -> RunRecord | None:

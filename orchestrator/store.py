@@ -42,6 +42,17 @@ class RunRecord(BaseModel):
     """The process that drives (or drove) the run, ``PID:STARTTIME``."""
 
 
+class SnapshotRecord(BaseModel):
+    """A file as it was before a change, kept for rewind (content is read separately)."""
+
+    checkpoint: str
+    """The run during which the file was first changed; rewinding to before that run restores this."""
+    path: str
+    existed: bool
+    size: int
+    ts: float
+
+
 class StoreError(Exception):
     """The store could not read or write; the message says what to do about it."""
 
@@ -84,4 +95,20 @@ class Store(Protocol):
 
     async def list_runs(self, session_id: str | None = None, limit: int = 50) -> list[RunRecord]:
         """The most recent runs first."""
+        ...
+
+    async def snapshot_file(self, session_id: str, checkpoint: str, path: str, content: bytes | None) -> bool:
+        """Keep ``path``'s content (None: it does not exist) under ``checkpoint``; the first one per path wins.
+
+        Returns:
+            Whether this call recorded it (False: the checkpoint already had the file).
+        """
+        ...
+
+    async def list_snapshots(self, session_id: str) -> list[SnapshotRecord]:
+        """A session's file snapshots, oldest first, without their content."""
+        ...
+
+    async def read_snapshot(self, session_id: str, checkpoint: str, path: str) -> tuple[bool, bytes | None] | None:
+        """``(existed, content)`` of one snapshot, or None if there is none."""
         ...
