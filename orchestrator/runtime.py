@@ -21,7 +21,16 @@ from orchestrator.approvals import Approvals
 from orchestrator.config import ServerConfig, ShellOptions
 from orchestrator.context import system_prompt
 from orchestrator.eventlog import EventLog
-from orchestrator.events import ModelRetry, Notice, RunFinished, RunStarted, ServerFailed, SessionCreated, UserMessage
+from orchestrator.events import (
+    ModelRetry,
+    Notice,
+    RunFinished,
+    RunResumed,
+    RunStarted,
+    ServerFailed,
+    SessionCreated,
+    UserMessage,
+)
 from orchestrator.history import rebuild_history
 from orchestrator.hub import Hub
 from orchestrator.loop import LoopResult, RunContext, run_loop
@@ -31,7 +40,7 @@ from orchestrator.models.retry import RetryingModel, RetryPolicy
 from orchestrator.owner import owner_alive, this_process
 from orchestrator.policy.rules import Rule, load_rules
 from orchestrator.resume import RESUMABLE, ResumeError, find_resume_point, resume_loop
-from orchestrator.store import StoreError
+from orchestrator.store import RunRecord, StoreError
 
 logger = logging.getLogger(__name__)
 
@@ -277,22 +286,47 @@ class Runtime:
     async def mark_interrupted(self) -> list[str]:
         """Record runs the store shows as running, whose process is gone, as ``interrupted`` (after a crash).
 
+        A run killed while it was being resumed counts too: the store still shows the status it had
+        before the resume, so such runs are found from their events (see :meth:`_resumed_and_abandoned`).
+
         Returns:
             The ids of the runs marked.
         """
-        marked = []
+        marked: list[tuple[RunRecord, str]] = []
         for run in await self.log.store.list_runs_with_status("running"):
             if owner_alive(run.owner):
                 continue  # another live process (an embedded `loom mcp`, say) is driving it
+            marked.append((run, "Loom stopped during this run (crash or kill); its events up to then are kept"))
+        for run in await self._resumed_and_abandoned():
+            marked.append((run, "Loom stopped during this resumed run (crash or kill); its events up to then are kept"))
+        for run, reason in marked:
             await self.log.append(
                 RunFinished(
                     session_id=run.session_id,
                     run_id=run.id,
                     status="interrupted",
-                    reason="Loom stopped during this run (crash or kill); its events up to then are kept",
+                    reason=reason,
                     final_text="",
                     steps=0,
                 )
             )
-            marked.append(run.id)
-        return marked
+        return [run.id for run, _ in marked]
+
+    async def _resumed_and_abandoned(self) -> list[RunRecord]:
+        """Runs whose resume never finished and whose resuming process is gone.
+
+        The store indexes ``run_started`` and ``run_finished`` only, so a resumed run keeps its
+        ``interrupted`` or ``needs_review`` status while it goes. Only a session's latest run can be
+        resumed, so only those are read.
+        """
+        found: list[RunRecord] = []
+        for status in RESUMABLE:
+            for run in await self.log.store.list_runs_with_status(status):
+                latest = await self.log.store.list_runs(run.session_id, limit=1)
+                if not latest or latest[0].id != run.id:
+                    continue
+                events = await self.log.store.read_events(run.session_id, run_id=run.id)
+                last = next((e for e in reversed(events) if isinstance(e, RunResumed | RunFinished)), None)
+                if isinstance(last, RunResumed) and not owner_alive(last.owner):
+                    found.append(run)
+        return found

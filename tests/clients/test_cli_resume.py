@@ -186,3 +186,26 @@ async def test_auto_resume_continues_interrupted_runs_when_the_daemon_starts(tmp
     types = [e["type"] for e in page["events"] if e.get("run_id") == crashed.run_id]
     assert types.count("run_finished") == 2 and types[-1] == "run_finished"
     assert "run_resumed" in types
+
+
+async def test_a_run_killed_while_resumed_is_marked_interrupted_and_auto_resumed_again(tmp_path: Path) -> None:
+    crashed = await crash_during(tmp_path, "lookup", auto_resume=True)
+    script = tmp_path / "script.json"
+    held = {"text": "again", "tool_calls": [{"name": "rs__lookup", "arguments": {"tag": "y", "hold": True}}]}
+    write_script(script, [held, {"text": "not resumed"}])
+    second = start_daemon(crashed.home, tmp_path, log_name="second")
+    try:
+        await until(lambda: crashed.count("y") == 1)  # the resumed run is in its next step
+    finally:
+        second.proc.kill()
+        second.stop()
+    write_script(script, [{"text": "resumed and done"}])
+    with running_daemon(crashed.home, tmp_path, log_name="third") as daemon:
+        async with mcp_client(daemon, "auto") as client:
+            run = await call(client, "get_run", run_id=crashed.run_id, wait_s=20)
+            page = await call(client, "read_events", session_id=crashed.session_id)
+    assert (run["status"], run["final_text"]) == ("completed", "resumed and done"), run
+    assert (crashed.count("x"), crashed.count("y")) == (2, 2)
+    ends = [e["status"] for e in page["events"] if e["type"] == "run_finished"]
+    assert ends == ["interrupted", "interrupted", "completed"]
+    assert sum(e["type"] == "run_resumed" for e in page["events"]) == 2
