@@ -78,6 +78,8 @@ CLIENT_MODE = "auto"
 
 DEFAULT_KILLS = 4
 LONG_KILLS = 50
+KNOWN_LOCKED = "database table is locked"
+"""The known bug reproduced by tests/durability/test_checkpoint_lock.py (remove this once it is fixed)."""
 ANYWHERE = 0.2
 """The share of kills timed from the restart rather than from the moment the run is under way."""
 CHILD_EXIT_TIMEOUT_S = 10.0
@@ -348,13 +350,12 @@ class CrashTest:
     overhead_s: float = 0.0
     """What a run takes beyond its planned waits (measured by the undisturbed run)."""
     landed: dict[str, int] = field(default_factory=dict)
+    known_locked: int = 0
     phase: str = "starting"
     """What the driver is doing (for where a kill landed)."""
     killed_while: str = ""
     going: anyio.Event = field(default_factory=anyio.Event)
     remaining_s: float = 0.0
-    unmarked: int = 0
-    """Kills of a resumed run that left no ``run_finished`` (interrupted) marker after the restart."""
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -413,6 +414,14 @@ class CrashTest:
                 await self.finish_run(client, state, where)
                 if anyio.current_time() >= until:
                     return
+            elif run["status"] == "failed" and KNOWN_LOCKED in run["reason"]:
+                # The known bug of test_checkpoint_lock.py: counted and reported, the run given up. The
+                # store has it completed (the batch was committed), which the next checks rely on.
+                self.known_locked += 1
+                print(f"{where}: run {state.label} failed by the known checkpoint-lock bug: {run['reason']}")
+                self.current = None
+                if anyio.current_time() >= until:
+                    return
             else:
                 assert run["status"] in ("running", "queued"), f"{where}: run {state.label} is {run}"
 
@@ -449,10 +458,10 @@ class CrashTest:
             return
         run = await call(client, "get_run", where, run_id=state.run_id)
         mine = [e for e in events if e.get("run_id") == state.run_id]
-        if run["status"] != "completed" and mine[-1]["type"] != "run_finished":
-            # A resumed run leaves the store's status at interrupted (run_resumed does not set it back to
-            # running), so the restart does not mark it again: counted and reported, not failed on.
-            self.unmarked += 1
+        if run["status"] != "completed":
+            assert (mine[-1]["type"], mine[-1].get("status")) == ("run_finished", "interrupted"), (
+                f"{where}: the restart did not mark the killed run interrupted: {mine[-3:]}"
+            )
         self.land(_kill_point(run["status"], mine) if self.killed_while == "running" else f"while {self.killed_while}")
         if run["status"] == "completed":
             await self.finish_run(client, state, where)
@@ -641,8 +650,8 @@ class CrashTest:
             f"seed={self.seed}: {self.kills} kills; session open {self.open_s:.2f} s, undisturbed run "
             f"{self.run_s:.2f} s; kill cycle mean {sum(cycles) / len(cycles):.2f} s, max {max(cycles):.2f} s; "
             f"kills landed {dict(sorted(self.landed.items()))}; {self.completed} runs completed, "
-            f"{sum(s.resumes for s in self.runs)} resumes ({self.unmarked} killed again without an interrupted "
-            f"marker), {self.reviews_denied} reviews denied; "
+            f"{sum(s.resumes for s in self.runs)} resumes, {self.reviews_denied} reviews denied; "
+            f"{self.known_locked} runs failed by the known checkpoint-lock bug; "
             f"{len(executions(self.record_file))} executions, {acked} acknowledged events"
         )
 
@@ -708,11 +717,6 @@ async def _wait_for(daemon: Daemon, session_id: str, what: str, count: int, time
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-@pytest.mark.xfail(
-    strict=True,
-    reason="run_resumed does not set the store's run status back to running, so a kill during the resumed run "
-    "is never marked interrupted and autoResume does not pick the run up at the next start",
-)
 async def test_a_run_killed_while_resumed_is_marked_and_auto_resumed_again(
     tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -737,7 +741,7 @@ async def test_a_run_killed_while_resumed_is_marked_and_auto_resumed_again(
             third = test.start("third")
             try:
                 events = await _wait_for(third, session["session_id"], "run_resumed", 1, 5)
-                resumed = max(i for i, e in enumerate(events) if e["type"] == "run_resumed")
+                resumed = min(i for i, e in enumerate(events) if e["type"] == "run_resumed")
                 after = [(e["type"], e.get("status")) for e in events[resumed:]]
                 assert ("run_finished", "interrupted") in after, f"the second kill left no marker: {after}"
                 await _wait_for(third, session["session_id"], "run_resumed", 2, 30)
