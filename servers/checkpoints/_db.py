@@ -11,6 +11,7 @@ own), so the hot path costs one round trip to aiosqlite's thread per batch.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from collections.abc import Sequence
@@ -262,8 +263,12 @@ class Database:
                 await db.execute("ROLLBACK")
             raise
         if any(e["type"] == "run_finished" for e in indexed):
-            # between runs is the cheap moment to fold the WAL back; PASSIVE never blocks readers
-            await db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            # Between runs is the cheap moment to fold the WAL back; PASSIVE never blocks readers. It is
+            # only housekeeping: the batch is committed, so a checkpoint that cannot run now (a read on this
+            # connection still open: SQLITE_LOCKED) must not report the append as failed. The next run's
+            # end, or SQLite's own threshold, folds the WAL back instead.
+            with contextlib.suppress(sqlite3.OperationalError):
+                await db.execute("PRAGMA wal_checkpoint(PASSIVE)")
 
     async def _index(self, e: dict[str, Any]) -> None:
         db, kind = self._conn, e["type"]
