@@ -14,14 +14,14 @@ never hangs and never silently allows.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
 
 from orchestrator.eventlog import EventLog
-from orchestrator.events import ApprovalDecided, ApprovalKind, ApprovalRequested
+from orchestrator.events import ApprovalDecided, ApprovalKind, ApprovalRequested, Event
 from orchestrator.hub import HubTool
 from orchestrator.policy import MODES as POLICY_MODES
 from orchestrator.policy import decide
@@ -60,6 +60,18 @@ def headless_denial(tool: str, why: str) -> str:
         "or tell the user. (User: allow it with a rule in .loom/policy.toml or choose another --mode; "
         "see docs/permissions.md.)"
     )
+
+
+def approved_for_session(events: Iterable[Event]) -> set[str]:
+    """The tools approved "for the session" in a session's stored events: remembered across restarts."""
+    asked: dict[str, str] = {}
+    approved: set[str] = set()
+    for event in events:
+        if isinstance(event, ApprovalRequested):
+            asked[event.approval_id] = event.tool
+        elif isinstance(event, ApprovalDecided) and event.decision == "approve_session" and event.approval_id in asked:
+            approved.add(asked[event.approval_id])
+    return approved
 
 
 @dataclass

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from orchestrator.approvals import PendingApproval
 from orchestrator.events import Event
+from orchestrator.face_rewind import add_rewind_tools
 from orchestrator.host import HostError, RunView, SessionHost
 from orchestrator.models import ModelSpecError, default_model_spec, resolve_model
 from orchestrator.store import SessionRecord
@@ -311,6 +312,7 @@ def build_face(host: SessionHost) -> MCPServer:
     # the parameter's real annotation is set here, before the SDK reads the signature.
     review_approval.__annotations__["answer"] = Annotated[ElicitationResult[ApprovalAnswer], Resolve(ask_reviewer)]
     face.add_tool(review_approval, name="review_approval", description=inspect.getdoc(review_approval))
+    add_rewind_tools(face, host)
     return face
 
 

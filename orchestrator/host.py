@@ -30,6 +30,7 @@ from orchestrator.approvals import MODES, ApprovalError, Decision, PendingApprov
 from orchestrator.events import RunStatus, SessionArchived
 from orchestrator.models.base import Model
 from orchestrator.resume import RESUMABLE, ResumeError, find_resume_point
+from orchestrator.rewind import RewindError, RewindResult, rewind
 from orchestrator.runtime import RunResult, Runtime, Session, new_id
 from orchestrator.store import RunRecord, SessionRecord
 
@@ -209,11 +210,29 @@ class SessionHost:
             HostError: no such session, or a run of it is still going.
         """
         record = await self.record(session_id)
-        if any(h.session_id == session_id and not h.done.is_set() for h in self.runs.values()):
-            raise HostError(f"session {session_id!r} has a run in progress; cancel it first")
+        self._check_idle(session_id)
         if not record.archived:
             await self.runtime.log.append(SessionArchived(session_id=session_id))
         return await self.record(session_id)
+
+    def _check_idle(self, session_id: str) -> None:
+        if any(h.session_id == session_id and not h.done.is_set() for h in self.runs.values()):
+            raise HostError(f"session {session_id!r} has a run in progress; cancel it first")
+
+    async def rewind(self, session_id: str, to_run_id: str) -> RewindResult:
+        """Restore the session's files as they were before ``to_run_id`` and branch its conversation there.
+
+        Raises:
+            HostError: no such session, a run of it is going, or ``to_run_id`` is not one of its runs.
+        """
+        record = await self.record(session_id)
+        self._check_idle(session_id)
+        try:
+            return await rewind(self.runtime.log, record, to_run_id)
+        except RewindError as exc:
+            raise HostError(str(exc)) from exc
+        except OSError as exc:
+            raise HostError(f"rewind stopped: {exc}; files listed before it were restored") from exc
 
     # -- runs ----------------------------------------------------------------------------------------
 

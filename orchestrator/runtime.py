@@ -17,7 +17,7 @@ from pathlib import Path
 
 import anyio
 
-from orchestrator.approvals import Approvals
+from orchestrator.approvals import Approvals, approved_for_session
 from orchestrator.config import ServerConfig, ShellOptions
 from orchestrator.context import system_prompt
 from orchestrator.eventlog import EventLog
@@ -40,6 +40,7 @@ from orchestrator.models.retry import RetryingModel, RetryPolicy
 from orchestrator.owner import owner_alive, this_process
 from orchestrator.policy.rules import Rule, load_rules
 from orchestrator.resume import RESUMABLE, ResumeError, find_resume_point, resume_loop
+from orchestrator.snapshots import FileSnapshots
 from orchestrator.store import RunRecord, StoreError
 
 logger = logging.getLogger(__name__)
@@ -89,6 +90,8 @@ class Session:
         self.stopping: str | None = None
         """Set when the runtime is shutting down: a run cancelled then is ``interrupted``, not ``cancelled``."""
         self._lock = anyio.Lock()
+        self.snapshots: FileSnapshots | None = None
+        """Where the fs server's changes are snapshotted for rewind (set by the runtime)."""
 
     async def run(
         self,
@@ -146,6 +149,8 @@ class Session:
             return await self._drive(self._context(run_id, point.max_steps), retry, body)
 
     def _context(self, run_id: str, max_steps: int) -> RunContext:
+        if self.snapshots is not None:
+            self.snapshots.run_id = run_id  # files changed from now on are snapshotted under this run
         return RunContext(
             session_id=self.id,
             run_id=run_id,
@@ -258,30 +263,37 @@ class Runtime:
         if rules is None:
             rules = load_rules(cwd)  # PolicyError (naming the file and rule) before anything is recorded
         history: list[Message] = []
+        approved: set[str] = set()
         if session_id is None:
             session_id = new_id("s")
             await self.log.append(
                 SessionCreated(session_id=session_id, cwd=str(cwd), model=model.name, mode=mode, headless=headless)
             )
         else:
-            history = rebuild_history(await self.log.store.read_events(session_id))
+            events = await self.log.store.read_events(session_id)
+            history = rebuild_history(events)
+            approved = approved_for_session(events)
         if notice:
             await self.log.append(Notice(session_id=session_id, text=notice))
 
         async def on_failure(server: str, error: str) -> None:
             await self.log.append(ServerFailed(session_id=session_id, server=server, error=error))
 
+        snapshots = FileSnapshots(self.log.store, session_id)
         internal = {
-            "fs": fs.build_server([cwd]),
+            "fs": fs.build_server([cwd], before_change=snapshots.before_change),
             "shell": shell.build_server(cwd, sandbox=self.shell.sandbox, network=self.shell.network),
         }
         hub = Hub(
             internal, self.servers, log_dir=self.home / "logs", on_failure=on_failure, timeouts=self.tool_timeouts
         )
         async with hub:
-            yield Session(
+            session = Session(
                 session_id, cwd, model, hub, self.log, mode=mode, history=history, rules=rules, headless=headless
             )
+            session.approvals.allowed_tools |= approved
+            session.snapshots = snapshots
+            yield session
 
     async def mark_interrupted(self) -> list[str]:
         """Record runs the store shows as running, whose process is gone, as ``interrupted`` (after a crash).

@@ -70,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     export = sub.add_parser("export", help="print a run's events as JSONL")
     export.add_argument("run_id", help="the run id (or a unique prefix of it)")
 
+    rewind = sub.add_parser(
+        "rewind", help="restore the files a session changed since one of its runs, and branch the conversation"
+    )
+    rewind.add_argument("session_id", help="the session")
+    rewind.add_argument("--to", metavar="RUN_ID", help="rewind to just before this run (omit to list checkpoints)")
+
     trace = sub.add_parser("trace", help="a run's timeline: model calls, tool calls with durations, approvals, errors")
     trace.add_argument("run_id", help="the run id")
     trace.add_argument("--jsonl", action="store_true", help="one JSON object per timeline entry")
@@ -157,6 +163,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if args.command == "run":
         return commands.run(args)
+    if args.command == "rewind":
+        from clients.cli.rewind import rewind as rewind_session
+
+        return rewind_session(args)
     if args.command == "trace":
         from clients.cli.trace import trace as trace_run
 
