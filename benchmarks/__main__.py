@@ -4,8 +4,8 @@ Not part of the test suite: timings on a shared machine are too noisy to fail a 
 figure compares two things measured alternately in the same process or run, takes medians over
 repetitions after a warm-up, and is printed with its target and PASS/MISS. See docs/performance.md.
 
-    python -m benchmarks            # full run, about 40 s
-    python -m benchmarks --quick    # smoke run, about 10 s
+    python -m benchmarks            # full run, about 75 s
+    python -m benchmarks --quick    # smoke run, about 20 s
     python -m benchmarks --json out.json
     python -m benchmarks --profile  # cProfile of one 200-step loop run instead
 """
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import anyio
 
-from benchmarks import calls, loop, startup
+from benchmarks import calls, loop, resume, startup, store
 from benchmarks._report import Figure, render
 
 
@@ -48,6 +48,10 @@ class Plan:
     runtime_reps: int
     runtime_steps: int
     flat_runs: int
+    store_reps: int
+    store_steps: int
+    resume_steps: int
+    resume_reps: int
 
 
 FULL = Plan(
@@ -63,6 +67,10 @@ FULL = Plan(
     runtime_reps=5,
     runtime_steps=50,
     flat_runs=21,
+    store_reps=3,
+    store_steps=100,
+    resume_steps=1000,
+    resume_reps=5,
 )
 QUICK = Plan(
     startup_runs=5,
@@ -77,6 +85,10 @@ QUICK = Plan(
     runtime_reps=2,
     runtime_steps=20,
     flat_runs=3,
+    store_reps=1,
+    store_steps=20,
+    resume_steps=100,
+    resume_reps=2,
 )
 
 
@@ -90,6 +102,8 @@ async def _in_process(plan: Plan, home: Path) -> list[Figure]:
     )
     (home / "flat").mkdir()
     figures.append(await loop.measure_flatness(home / "flat", plan.flat_runs))
+    (home / "store").mkdir()
+    figures.extend(await store.measure(home / "store", plan.store_reps, plan.store_steps))
     return figures
 
 
@@ -148,6 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     figures.append(startup.measure_runtime_import(plan.import_runs, warmup=1))
     with tempfile.TemporaryDirectory(prefix="loom-bench-") as tmp:
         figures.extend(anyio.run(_in_process, plan, Path(tmp)))
+        (Path(tmp) / "resume").mkdir()
+        figures.append(resume.measure(Path(tmp) / "resume", plan.resume_steps, plan.resume_reps))
     elapsed = time.perf_counter() - started
     print(render(figures))
     print(f"({elapsed:.0f} s)")
