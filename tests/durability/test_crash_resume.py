@@ -78,8 +78,6 @@ CLIENT_MODE = "auto"
 
 DEFAULT_KILLS = 4
 LONG_KILLS = 50
-KNOWN_LOCKED = "database table is locked"
-"""The known bug reproduced by tests/durability/test_checkpoint_lock.py (remove this once it is fixed)."""
 ANYWHERE = 0.2
 """The share of kills timed from the restart rather than from the moment the run is under way."""
 CHILD_EXIT_TIMEOUT_S = 10.0
@@ -350,7 +348,6 @@ class CrashTest:
     overhead_s: float = 0.0
     """What a run takes beyond its planned waits (measured by the undisturbed run)."""
     landed: dict[str, int] = field(default_factory=dict)
-    known_locked: int = 0
     phase: str = "starting"
     """What the driver is doing (for where a kill landed)."""
     killed_while: str = ""
@@ -412,14 +409,6 @@ class CrashTest:
                 await self.deny_reviews(client, state, where)
             elif run["status"] == "completed":
                 await self.finish_run(client, state, where)
-                if anyio.current_time() >= until:
-                    return
-            elif run["status"] == "failed" and KNOWN_LOCKED in run["reason"]:
-                # The known bug of test_checkpoint_lock.py: counted and reported, the run given up. The
-                # store has it completed (the batch was committed), which the next checks rely on.
-                self.known_locked += 1
-                print(f"{where}: run {state.label} failed by the known checkpoint-lock bug: {run['reason']}")
-                self.current = None
                 if anyio.current_time() >= until:
                     return
             else:
@@ -651,7 +640,6 @@ class CrashTest:
             f"{self.run_s:.2f} s; kill cycle mean {sum(cycles) / len(cycles):.2f} s, max {max(cycles):.2f} s; "
             f"kills landed {dict(sorted(self.landed.items()))}; {self.completed} runs completed, "
             f"{sum(s.resumes for s in self.runs)} resumes, {self.reviews_denied} reviews denied; "
-            f"{self.known_locked} runs failed by the known checkpoint-lock bug; "
             f"{len(executions(self.record_file))} executions, {acked} acknowledged events"
         )
 
