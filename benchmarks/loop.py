@@ -38,7 +38,7 @@ from orchestrator.messages import ToolResultBlock
 from orchestrator.models.base import Model, ModelEvent, ModelRequest
 from orchestrator.models.scripted import ScriptedModel
 from orchestrator.runtime import Session, new_id
-from orchestrator.store import RunRecord, SessionRecord, Store
+from orchestrator.store import RunRecord, SessionRecord, SnapshotRecord, Store
 
 STEP_TARGET = 2.0
 FLATNESS_TARGET = 1.2
@@ -178,6 +178,18 @@ class TimingStore:
     async def list_runs_with_status(self, status: str) -> list[RunRecord]:
         """Forward."""
         return await self.inner.list_runs_with_status(status)
+
+    async def snapshot_file(self, session_id: str, checkpoint: str, path: str, content: bytes | None) -> bool:
+        """Forward."""
+        return await self.inner.snapshot_file(session_id, checkpoint, path, content)
+
+    async def list_snapshots(self, session_id: str) -> list[SnapshotRecord]:
+        """Forward."""
+        return await self.inner.list_snapshots(session_id)
+
+    async def read_snapshot(self, session_id: str, checkpoint: str, path: str) -> tuple[bool, bytes | None] | None:
+        """Forward."""
+        return await self.inner.read_snapshot(session_id, checkpoint, path)
 
 
 class TimingHub(Hub):
