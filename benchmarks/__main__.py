@@ -4,7 +4,7 @@ Not part of the test suite: timings on a shared machine are too noisy to fail a 
 figure compares two things measured alternately in the same process or run, takes medians over
 repetitions after a warm-up, and is printed with its target and PASS/MISS. See docs/performance.md.
 
-    python -m benchmarks            # full run, about 75 s
+    python -m benchmarks            # full run, about 70 s
     python -m benchmarks --quick    # smoke run, about 20 s
     python -m benchmarks --json out.json
     python -m benchmarks --profile  # cProfile of one 200-step loop run instead
