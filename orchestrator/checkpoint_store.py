@@ -126,7 +126,7 @@ class CheckpointStore:
         if limit is not None:
             arguments["limit"] = limit
         found = await self._call("read_events", arguments)
-        return [EVENT_ADAPTER.validate_python(event) for event in found["events"]]
+        return [EVENT_ADAPTER.validate_json(text) for text in found["events"]]
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         """See :meth:`orchestrator.store.Store.get_session`."""

@@ -25,7 +25,6 @@ from orchestrator.events import (
     ModelRetry,
     Notice,
     RunFinished,
-    RunResumed,
     RunStarted,
     ServerFailed,
     SessionCreated,
@@ -298,8 +297,8 @@ class Runtime:
     async def mark_interrupted(self) -> list[str]:
         """Record runs the store shows as running, whose process is gone, as ``interrupted`` (after a crash).
 
-        A run killed while it was being resumed counts too: the store still shows the status it had
-        before the resume, so such runs are found from their events (see :meth:`_resumed_and_abandoned`).
+        A run killed while it was being resumed counts too: ``run_resumed`` set it running again in the
+        store, under the resuming process.
 
         Returns:
             The ids of the runs marked.
@@ -309,8 +308,6 @@ class Runtime:
             if owner_alive(run.owner):
                 continue  # another live process (an embedded `loom mcp`, say) is driving it
             marked.append((run, "Loom stopped during this run (crash or kill); its events up to then are kept"))
-        for run in await self._resumed_and_abandoned():
-            marked.append((run, "Loom stopped during this resumed run (crash or kill); its events up to then are kept"))
         for run, reason in marked:
             await self.log.append(
                 RunFinished(
@@ -323,22 +320,3 @@ class Runtime:
                 )
             )
         return [run.id for run, _ in marked]
-
-    async def _resumed_and_abandoned(self) -> list[RunRecord]:
-        """Runs whose resume never finished and whose resuming process is gone.
-
-        The store indexes ``run_started`` and ``run_finished`` only, so a resumed run keeps its
-        ``interrupted`` or ``needs_review`` status while it goes. Only a session's latest run can be
-        resumed, so only those are read.
-        """
-        found: list[RunRecord] = []
-        for status in RESUMABLE:
-            for run in await self.log.store.list_runs_with_status(status):
-                latest = await self.log.store.list_runs(run.session_id, limit=1)
-                if not latest or latest[0].id != run.id:
-                    continue
-                events = await self.log.store.read_events(run.session_id, run_id=run.id)
-                last = next((e for e in reversed(events) if isinstance(e, RunResumed | RunFinished)), None)
-                if isinstance(last, RunResumed) and not owner_alive(last.owner):
-                    found.append(run)
-        return found

@@ -22,7 +22,7 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field, WithJsonSchema
+from pydantic import BaseModel, Field
 
 from servers._stdio import serve_stdio
 from servers.checkpoints._db import SCHEMA_VERSION, Database, DatabaseError
@@ -42,11 +42,12 @@ class StoreInfo(BaseModel):
 
 
 class Events(BaseModel):
-    """Stored events, oldest first, each the JSON object that was appended plus its ``seq``."""
+    """Stored events, oldest first: each the JSON text of the object that was appended plus its ``seq``."""
 
-    # The published schema leaves the items unconstrained on purpose: clients validate results
-    # against it with jsonschema, item by item, which doubled the cost of reading a long session.
-    events: Annotated[list[dict[str, Any]], WithJsonSchema({"type": "array", "description": "event objects"})]
+    # Text, not objects: the store hands back what it stored without parsing it, and the client parses
+    # each event straight into its own model. Objects cost a parse here, a serialisation into the result,
+    # and a generic parse and walk on the client: reading a 3,000-event session took 0.42 s, text 0.1 s.
+    events: list[str]
 
 
 class SessionInfo(BaseModel):
@@ -192,7 +193,7 @@ async def read_events(
     db = _db(ctx)
     with _reported():
         bodies = await db.read_events(session_id, after_seq=after_seq, run_id=run_id, limit=limit)
-    return Events(events=[json.loads(body) for body in bodies])
+    return Events(events=bodies)
 
 
 async def get_session(ctx: Context, session_id: str) -> SessionLookup:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import sqlite3
 import sys
 from collections.abc import AsyncIterator
@@ -44,6 +45,11 @@ async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
     return dict(result.structured_content)
 
 
+def events_of(found: dict[str, Any]) -> list[dict[str, Any]]:
+    """The events of a read_events result: the store returns each as its stored JSON text."""
+    return [json.loads(text) for text in found["events"]]
+
+
 async def error_of(client: Client, tool: str, **arguments: Any) -> str:
     result = await client.call_tool(tool, arguments)
     assert result.is_error
@@ -78,13 +84,13 @@ async def test_events_are_numbered_per_session_and_kept_as_sent(tmp_path: Path, 
         first = await call(client, "append_events", events=[created("a"), notice("a", "één"), created("b")])
         second = await call(client, "append_events", events=[notice("a", "two", run_id="r_1")])
         assert (first["seqs"], second["seqs"]) == ([1, 2, 1], [3])
-        events = (await call(client, "read_events", session_id="a"))["events"]
+        events = events_of(await call(client, "read_events", session_id="a"))
         assert [(e["seq"], e["type"]) for e in events] == [(1, "session_created"), (2, "notice"), (3, "notice")]
         assert events[1] == {**notice("a", "één"), "seq": 2}
         assert [
-            e["seq"] for e in (await call(client, "read_events", session_id="a", after_seq=1, limit=1))["events"]
+            e["seq"] for e in events_of(await call(client, "read_events", session_id="a", after_seq=1, limit=1))
         ] == [2]
-        by_run = (await call(client, "read_events", session_id="a", run_id="r_1"))["events"]
+        by_run = events_of(await call(client, "read_events", session_id="a", run_id="r_1"))
         assert [e["text"] for e in by_run] == ["two"]
         session = (await call(client, "get_session", session_id="a"))["session"]
         assert session is not None and (session["mode"], session["last_seq"]) == ("ask", 3)
@@ -140,7 +146,7 @@ async def test_a_batch_is_stored_whole_or_not_at_all(tmp_path: Path) -> None:
         # the same run id twice violates the runs primary key: the notice before it must not stay
         message = await error_of(client, "append_events", events=[notice("s", "lost"), started])
         assert "could not write to the Loom database" in message
-        assert [e["type"] for e in (await call(client, "read_events", session_id="s"))["events"]] == [
+        assert [e["type"] for e in events_of(await call(client, "read_events", session_id="s"))] == [
             "session_created",
             "run_started",
         ]
@@ -151,7 +157,7 @@ async def test_events_without_session_type_or_time_are_refused(tmp_path: Path) -
     async with connected(tmp_path / "loom.db") as client:
         message = await error_of(client, "append_events", events=[notice("s", "ok"), {"type": "notice"}])
         assert "session_id" in message
-        assert (await call(client, "read_events", session_id="s"))["events"] == []
+        assert events_of(await call(client, "read_events", session_id="s")) == []
 
 
 async def test_file_snapshots_keep_the_first_content_per_checkpoint(tmp_path: Path) -> None:
@@ -212,7 +218,7 @@ async def test_a_version_3_database_is_migrated_in_place(tmp_path: Path) -> None
     async with connected(path) as client:
         assert (await call(client, "status"))["schema_version"] == SCHEMA_VERSION
         assert (await call(client, "get_run", run_id="r_old"))["run"]["owner"] == "7:8"
-        assert (await call(client, "read_events", session_id="s_old"))["events"][0]["mode"] == "ask"
+        assert events_of(await call(client, "read_events", session_id="s_old"))[0]["mode"] == "ask"
         assert (await call(client, "append_events", events=[notice("s_old", "new")]))["seqs"] == [2]
         await call(client, "snapshot_file", session_id="s_old", checkpoint="c", path="p", content_b64=None)
     with contextlib.closing(sqlite3.connect(path)) as conn:
@@ -245,7 +251,7 @@ async def test_a_read_only_database_reads_and_refuses_writes_plainly(tmp_path: P
         assert (await call(client, "status"))["read_only"]
         message = await error_of(client, "append_events", events=[notice("s", "lost")])
         assert "read-only" in message and str(path) in message
-        assert len((await call(client, "read_events", session_id="s"))["events"]) == 2
+        assert len(events_of(await call(client, "read_events", session_id="s"))) == 2
     async with connected(path) as client:
         assert (await call(client, "append_events", events=[notice("s", "next")]))["seqs"] == [3]
 
