@@ -1,10 +1,10 @@
 """The agent loop: stream the model, run the tools it asks for, feed the results back, repeat.
 
-It sees the world through three things only: a :class:`~orchestrator.models.base.Model`, the
-:class:`~orchestrator.hub.Hub` and the :class:`~orchestrator.eventlog.EventLog`. The history is one
-list that grows by appending; nothing copies it per step, so a step costs the same at step 200 as at
-step 2. Every effect is recorded before the next model call: the assistant message and the calls it
-starts in one store batch, each result as it arrives.
+It causes effects only through ``ctx.steps`` (:mod:`orchestrator.steps`: a model call or a tool call
+is one journalled step) and records its decisions in the :class:`~orchestrator.eventlog.EventLog`.
+The history is one list that grows by appending; nothing copies it per step, so a step costs the
+same at step 200 as at step 2. Every effect is recorded before the next model call: the assistant
+message and the calls it starts in one store batch, each result as it arrives.
 
 :mod:`orchestrator.resume` reuses the call-handling steps (:func:`check_calls`, :func:`ask_calls`,
 :func:`run_tools`) to finish an interrupted step, then hands the run back to :func:`run_loop`.
@@ -12,19 +12,18 @@ starts in one store batch, each result as it arrives.
 
 from __future__ import annotations
 
-import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
 import anyio.lowlevel
 
 from orchestrator.approvals import Approvals
 from orchestrator.eventlog import EventLog
-from orchestrator.events import ApprovalKind, AssistantMessage, RunStatus, TextDelta, ToolCallFinished, ToolCallStarted
+from orchestrator.events import ApprovalKind, AssistantMessage, RunStatus
 from orchestrator.hub import Hub, ToolOutcome
 from orchestrator.messages import Message, ToolResultBlock, ToolUseBlock
-from orchestrator.models.base import Model, ModelError, ModelRequest, ModelResponse, ToolSpec
-from orchestrator.models.base import TextDelta as ModelTextDelta
+from orchestrator.models.base import Model, ToolSpec
+from orchestrator.steps import EmbeddedSteps, Steps, finished_event, started_event
 
 
 @dataclass(slots=True)
@@ -42,6 +41,8 @@ class RunContext:
     step: int = 0
     approvals: Approvals | None = None
     """The session's approvals; None runs every valid call (no policy)."""
+    steps: Steps = field(default_factory=EmbeddedSteps)
+    """Where model and tool calls happen and are journalled (the seam a durable engine replaces)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +68,7 @@ async def run_loop(ctx: RunContext) -> LoopResult:
         # Event-log writes are shielded, so a cancel that lands during one is honoured here.
         await anyio.lowlevel.checkpoint_if_cancelled()
         ctx.step += 1
-        response, model_ms = await _model_step(ctx, tools)
+        response, model_ms = await ctx.steps.model(ctx, tools)
         message = response.message
         ctx.history.append(message)
         final_text = message.text or final_text
@@ -99,23 +100,6 @@ async def run_loop(ctx: RunContext) -> LoopResult:
         results = await run_tools(ctx, uses, approved, refused)
         ctx.history.append(Message(role="user", content=list(results)))
     return LoopResult("failed", f"max_steps: stopped after {ctx.max_steps} model calls", final_text, ctx.step)
-
-
-async def _model_step(ctx: RunContext, tools: list[ToolSpec]) -> tuple[ModelResponse, float]:
-    """One model call, its text streamed live; returns the response and how long it took (ms)."""
-    started = time.perf_counter()
-    request = ModelRequest(system=ctx.system, messages=ctx.history, tools=tools)
-    response: ModelResponse | None = None
-    async for event in ctx.model.stream(request):
-        if isinstance(event, ModelTextDelta):
-            ctx.log.publish_live(
-                TextDelta(session_id=ctx.session_id, run_id=ctx.run_id, step=ctx.step, text=event.text)
-            )
-        else:
-            response = event
-    if response is None:
-        raise ModelError(f"{ctx.model.name} ended its stream without a response", transient=True)
-    return response, _ms_since(started)
 
 
 async def check_calls(
@@ -173,10 +157,7 @@ async def run_tools(
     outcomes: dict[str, ToolOutcome] = {use.id: outcome for use, outcome in refused}
 
     async def one(use: ToolUseBlock) -> None:
-        started = time.perf_counter()
-        outcome = await ctx.hub.dispatch(use.name, use.input)
-        outcomes[use.id] = outcome
-        await ctx.log.append(finished_event(ctx, use, outcome, _ms_since(started)))
+        outcomes[use.id] = await ctx.steps.tool(ctx, use)
 
     if len(approved) == 1:
         await one(approved[0])  # the common case needs no task group
@@ -188,30 +169,3 @@ async def run_tools(
         ToolResultBlock(tool_use_id=u.id, content=outcomes[u.id].content, is_error=outcomes[u.id].is_error)
         for u in uses
     ]
-
-
-def started_event(ctx: RunContext, use: ToolUseBlock) -> ToolCallStarted:
-    """The journal entry for a call about to be sent to its server."""
-    return ToolCallStarted(
-        session_id=ctx.session_id, run_id=ctx.run_id, step=ctx.step, call_id=use.id, tool=use.name, arguments=use.input
-    )
-
-
-def finished_event(ctx: RunContext, use: ToolUseBlock, outcome: ToolOutcome, duration_ms: float) -> ToolCallFinished:
-    """The journal entry for a call's result (or its refusal, which never started)."""
-    return ToolCallFinished(
-        session_id=ctx.session_id,
-        run_id=ctx.run_id,
-        step=ctx.step,
-        call_id=use.id,
-        tool=use.name,
-        is_error=outcome.is_error,
-        failure=outcome.failure,
-        content=outcome.content,
-        structured=outcome.structured,
-        duration_ms=duration_ms,
-    )
-
-
-def _ms_since(start: float) -> float:
-    return round((time.perf_counter() - start) * 1000, 3)

@@ -36,19 +36,11 @@ from orchestrator.events import (
     event_run_id,
 )
 from orchestrator.history import append_note, rebuild_history
-from orchestrator.loop import (
-    LoopResult,
-    RunContext,
-    ask_calls,
-    check_calls,
-    finished_event,
-    run_loop,
-    run_tools,
-    started_event,
-)
+from orchestrator.loop import LoopResult, RunContext, ask_calls, check_calls, run_loop, run_tools
 from orchestrator.messages import Message, TextBlock, ToolUseBlock
 from orchestrator.outcomes import ToolOutcome
 from orchestrator.owner import this_process
+from orchestrator.steps import finished_event, started_event
 from orchestrator.tool_retry import may_retry
 
 RESUMABLE = ("interrupted", "needs_review")
