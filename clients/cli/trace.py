@@ -23,6 +23,7 @@ from orchestrator.events import (
     ModelRetry,
     Notice,
     RunFinished,
+    RunResumed,
     RunStarted,
     ServerFailed,
     ToolCallFinished,
@@ -83,6 +84,9 @@ def build_timeline(events: Sequence[Event], run_id: str) -> list[TraceEntry]:
                 status=e.stop_reason,
                 detail=f"{tokens}; {what}",
             )
+        elif isinstance(e, RunResumed):
+            what = f"{len(e.reused)} reused, {len(e.rerun)} run again, {len(e.review)} to review"
+            add(e.ts, kind="run", status="resumed", detail=f"after step {e.after_step}: {what}")
         elif isinstance(e, ModelRetry):
             add(e.ts, kind="model_retry", step=e.step, status=f"attempt {e.attempt}", detail=_short(e.error))
         elif isinstance(e, ToolCallStarted):
