@@ -68,18 +68,6 @@ async def _http_transport(cfg: ServerConfig) -> AsyncIterator[Any]:
             yield streams
 
 
-async def _list_all_tools(client: Client) -> list[mt.Tool]:
-    tools: list[mt.Tool] = []
-    cursor: str | None = None
-    for _ in range(100):  # a server that pages forever must not hang start-up
-        page = await client.list_tools(cursor=cursor)
-        tools.extend(page.tools)
-        cursor = page.next_cursor
-        if not cursor:
-            break
-    return tools
-
-
 def stderr_tail(errlog: TextIO | None, offset: int) -> str:
     """The end of what a stdio server wrote to stderr since ``offset``, to quote in its failure."""
     if errlog is None:

@@ -7,9 +7,10 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
@@ -22,6 +23,9 @@ from orchestrator.events import Event
 from orchestrator.models import Model, ModelSpecError, default_model_spec, resolve_model
 from orchestrator.policy.rules import PolicyError, Rule, load_rules
 from orchestrator.store import StoreError
+
+if TYPE_CHECKING:
+    from orchestrator.eventlog import EventLog
 
 DEMO_NOTICE = (
     "this run uses Loom's bundled scripted demo model: its words are pre-written, but every tool call "
@@ -106,30 +110,44 @@ async def _run_session(
 ) -> int:
     from orchestrator.embedded import embedded_runtime
 
-    status = "failed"
     async with embedded_runtime(home, config=config) as runtime:
-        async with runtime.log.subscribe() as events, anyio.create_task_group() as tg:
-            run_scope = anyio.CancelScope()
-            tg.start_soon(_render, events, renderer, run_scope)
-            with run_scope:
-                watcher = anyio.CancelScope()
-                tg.start_soon(_cancel_on_signal, run_scope, watcher)
-                opened = runtime.open_session(
-                    session_args.cwd,
-                    session_args.model,
-                    notice=session_args.notice,
-                    mode=session_args.mode,
-                    headless=True,
-                    rules=session_args.rules,
-                )
-                async with opened as session:
-                    result = await session.run(goal, max_steps=max_steps)
-                    status = result.status
-            watcher.cancel()
-            if run_scope.cancelled_caught:
-                status = "cancelled"
-            runtime.log.close_subscribers()
+
+        async def drive() -> str:
+            opened = runtime.open_session(
+                session_args.cwd,
+                session_args.model,
+                notice=session_args.notice,
+                mode=session_args.mode,
+                headless=True,
+                rules=session_args.rules,
+            )
+            async with opened as session:
+                return (await session.run(goal, max_steps=max_steps)).status
+
+        status = await drive_rendered(runtime.log, renderer, drive)
     return {"completed": EXIT_OK, "cancelled": EXIT_CANCELLED}.get(status, EXIT_FAILED)
+
+
+async def drive_rendered(log: EventLog, renderer: Callable[[Event], None], drive: Callable[[], Awaitable[str]]) -> str:
+    """Run ``drive`` (it returns the run's final status) while ``renderer`` shows the log's events.
+
+    Ctrl-C, SIGTERM or a closed stdout cancel it; the status is then ``cancelled``.
+    """
+    status = "failed"
+    async with log.subscribe() as events, anyio.create_task_group() as tg:
+        run_scope = anyio.CancelScope()
+        tg.start_soon(_render, events, renderer, run_scope)
+        with run_scope:
+            watcher = anyio.CancelScope()
+            tg.start_soon(_cancel_on_signal, run_scope, watcher)
+            try:
+                status = await drive()
+            finally:
+                watcher.cancel()
+        if run_scope.cancelled_caught:
+            status = "cancelled"
+        log.close_subscribers()
+    return status
 
 
 async def _render(

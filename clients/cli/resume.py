@@ -123,7 +123,7 @@ async def _on_daemon(home: Path, run_id: str, renderer: Callable[[Event], None])
 
 async def _embedded(home: Path, run_id: str, renderer: Callable[[Event], None]) -> int:
     """Resume in this process, headless: runs left running by a dead process are marked interrupted first."""
-    from clients.cli.commands import _cancel_on_signal, _render
+    from clients.cli.commands import drive_rendered
     from orchestrator.embedded import DB_NAME, embedded_runtime
     from orchestrator.models import ModelSpecError, resolve_model
     from orchestrator.policy.rules import PolicyError, load_rules
@@ -132,7 +132,6 @@ async def _embedded(home: Path, run_id: str, renderer: Callable[[Event], None]) 
     if not await anyio.Path(home / DB_NAME).is_file():
         raise ResumeFailed(f"no run {run_id!r} in {home}; `loom runs` lists them")
     config = load_config(home, Path.cwd())
-    status = "failed"
     async with embedded_runtime(home, config=config) as runtime:
         await runtime.mark_interrupted()
         store = runtime.log.store
@@ -150,23 +149,15 @@ async def _embedded(home: Path, run_id: str, renderer: Callable[[Event], None]) 
             rules = load_rules(cwd)
         except (ModelSpecError, ValueError, PolicyError) as exc:
             raise ResumeFailed(f"cannot resume run {run_id}: {exc}") from exc
-        async with runtime.log.subscribe() as events, anyio.create_task_group() as tg:
-            run_scope = anyio.CancelScope()
-            tg.start_soon(_render, events, renderer, run_scope)
-            with run_scope:
-                watcher = anyio.CancelScope()
-                tg.start_soon(_cancel_on_signal, run_scope, watcher)
-                opened = runtime.open_session(
-                    cwd, model, mode=session_record.mode, session_id=session_record.id, headless=True, rules=rules
-                )
-                try:
-                    async with opened as session:  # a ResumeError reaches resume() inside exception groups
-                        status = (await session.resume(run_id)).status
-                finally:
-                    watcher.cancel()
-            if run_scope.cancelled_caught:
-                status = "cancelled"
-            runtime.log.close_subscribers()
+
+        async def drive() -> str:
+            opened = runtime.open_session(
+                cwd, model, mode=session_record.mode, session_id=session_record.id, headless=True, rules=rules
+            )
+            async with opened as session:  # a ResumeError reaches resume() inside exception groups
+                return (await session.resume(run_id)).status
+
+        status = await drive_rendered(runtime.log, renderer, drive)
     if status == "needs_review":
         sys.stderr.write("loom: nothing was run again; resume it with the daemon running to review the call\n")
     return EXIT_CODES.get(status, EXIT_FAILED)
