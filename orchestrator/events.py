@@ -54,6 +54,21 @@ class SessionArchived(_EventBase):
     type: Literal["session_archived"] = "session_archived"
 
 
+class RunQueued(_EventBase):
+    """A message arrived while the session was busy: its run waits for those ahead of it.
+
+    Stored so that a crash loses no message: a queued run that never started is marked
+    ``interrupted`` at the next start, and resuming it runs it from the beginning.
+    """
+
+    type: Literal["run_queued"] = "run_queued"
+    run_id: str
+    text: str
+    max_steps: int
+    owner: str = ""
+    """The process holding the queue (``PID:STARTTIME``)."""
+
+
 class RunStarted(_EventBase):
     """A run began: the user's message and the model that will answer it."""
 
@@ -211,6 +226,7 @@ class RunFinished(_EventBase):
 Event = Annotated[
     SessionCreated
     | SessionArchived
+    | RunQueued
     | RunStarted
     | UserMessage
     | Notice

@@ -27,8 +27,9 @@ import anyio
 from anyio.abc import TaskGroup
 
 from orchestrator.approvals import MODES, ApprovalError, Decision, PendingApproval
-from orchestrator.events import RunStatus, SessionArchived
+from orchestrator.events import RunQueued, RunStarted, RunStatus, SessionArchived
 from orchestrator.models.base import Model
+from orchestrator.owner import this_process
 from orchestrator.resume import RESUMABLE, ResumeError, find_resume_point
 from orchestrator.rewind import RewindError, RewindResult, rewind
 from orchestrator.runtime import RunResult, Runtime, Session, new_id
@@ -239,8 +240,8 @@ class SessionHost:
     async def start_run(self, session_id: str, text: str, max_steps: int) -> RunHandle:
         """Start a run in the background and return its handle at once.
 
-        While another run of the session is in progress the new one is ``queued`` (in this process
-        only: it is recorded when it starts) and starts when those ahead of it end.
+        While another run of the session is in progress the new one is ``queued`` (recorded, so a crash
+        loses no message) and starts when those ahead of it end.
 
         Raises:
             HostError: the session cannot be used.
@@ -249,6 +250,11 @@ class SessionHost:
         assert self._tg is not None, "the host is not open"
         ahead = [h for h in self.runs.values() if h.session_id == session.id and not h.done.is_set()]
         handle = RunHandle(run_id=new_id("r"), session_id=session.id, status="queued" if ahead else "running")
+        if ahead:
+            queued = RunQueued(
+                session_id=session.id, run_id=handle.run_id, text=text, max_steps=max_steps, owner=this_process()
+            )
+            await self.runtime.log.append(queued)
         self.runs[handle.run_id] = handle
         self._tg.start_soon(self._drive, session, handle, text, max_steps, ahead)
         return handle
@@ -306,14 +312,24 @@ class SessionHost:
         session = await self.session(record.session_id)
         if any(h.session_id == session.id and not h.done.is_set() for h in self.runs.values()):
             raise HostError(f"session {session.id!r} has a run in progress; wait for it or cancel it first")
-        try:
-            find_resume_point(await self.runtime.log.store.read_events(session.id), run_id)
-        except ResumeError as exc:
-            raise HostError(str(exc)) from exc
+        events = await self.runtime.log.store.read_events(session.id, run_id=run_id)
+        never_started = next((e for e in events if isinstance(e, RunQueued)), None)
+        if any(isinstance(e, RunStarted) for e in events):
+            never_started = None
+        elif never_started is None:
+            raise HostError(f"run {run_id!r} has no start in the store; it cannot be resumed")
+        if never_started is None:
+            try:
+                find_resume_point(await self.runtime.log.store.read_events(session.id), run_id)
+            except ResumeError as exc:
+                raise HostError(str(exc)) from exc
         assert self._tg is not None, "the host is not open"
         handle = RunHandle(run_id=run_id, session_id=session.id)
         self.runs[run_id] = handle
-        self._tg.start_soon(self._drive, session, handle, None, 0)
+        if never_started is not None:  # queued when Loom stopped: run the message from the beginning
+            self._tg.start_soon(self._drive, session, handle, never_started.text, never_started.max_steps)
+        else:
+            self._tg.start_soon(self._drive, session, handle, None, 0)
         return handle
 
     async def resume_interrupted(self) -> list[str]:

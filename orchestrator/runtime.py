@@ -308,6 +308,9 @@ class Runtime:
             if owner_alive(run.owner):
                 continue  # another live process (an embedded `loom mcp`, say) is driving it
             marked.append((run, "Loom stopped during this run (crash or kill); its events up to then are kept"))
+        for run in await self.log.store.list_runs_with_status("queued"):
+            if not owner_alive(run.owner):
+                marked.append((run, "Loom stopped while this run was queued; nothing of it ran; resume it to run it"))
         for run, reason in marked:
             await self.log.append(
                 RunFinished(

@@ -67,7 +67,9 @@ _AUTOCHECKPOINT_PAGES = 20_000
 # SQLite caps host parameters per statement (32766 on modern builds); 6 per row keeps us far below.
 _MAX_ROWS_PER_INSERT = 500
 
-_INDEX_TYPES = frozenset({"session_created", "session_archived", "run_started", "run_resumed", "run_finished"})
+_INDEX_TYPES = frozenset(
+    {"session_created", "session_archived", "run_queued", "run_started", "run_resumed", "run_finished"}
+)
 
 _ADVICE = {
     "SQLITE_FULL": "the disk is full; free some space and try again",
@@ -279,9 +281,17 @@ class Database:
             )
         elif kind == "session_archived":
             await db.execute("UPDATE sessions SET archived=1 WHERE id=?", (e["session_id"],))
-        elif kind == "run_started":
+        elif kind == "run_queued":
             await db.execute(
                 "INSERT INTO runs (id, session_id, started, status, model, owner) VALUES (?,?,?,?,?,?)",
+                (e["run_id"], e["session_id"], e["ts"], "queued", "", e.get("owner", "")),
+            )
+        elif kind == "run_started":
+            # A queued run already has its row: it starts now (again, if a crash left it queued).
+            await db.execute(
+                "INSERT INTO runs (id, session_id, started, status, model, owner) VALUES (?,?,?,?,?,?) "
+                "ON CONFLICT(id) DO UPDATE SET started=excluded.started, status='running', model=excluded.model, "
+                "owner=excluded.owner, finished=NULL, reason=''",
                 (e["run_id"], e["session_id"], e["ts"], "running", e.get("model", ""), e.get("owner", "")),
             )
         elif kind == "run_resumed":

@@ -102,11 +102,10 @@ async def test_unwritable_location_is_a_clear_error(tmp_path: Path) -> None:
 async def test_failed_write_keeps_what_was_stored(tmp_path: Path) -> None:
     async with CheckpointStore(tmp_path / "loom.db") as store:
         await store.append([SessionCreated(session_id="s", cwd="/x", model="m")])
-        dup = RunStarted(session_id="s", run_id="r", model="m", max_steps=1)
-        await store.append([dup])
-        with pytest.raises(StoreError):  # the same run id twice violates the runs primary key
+        await store.append([RunStarted(session_id="s", run_id="r", model="m", max_steps=1)])
+        with pytest.raises(StoreError):  # the same session created twice violates the sessions primary key
             await store.append(
-                [Notice(session_id="s", text="lost"), RunStarted(session_id="s", run_id="r", model="m", max_steps=1)]
+                [Notice(session_id="s", text="lost"), SessionCreated(session_id="s", cwd="/x", model="m")]
             )
         assert [e.type for e in await store.read_events("s")] == ["session_created", "run_started"]
         await store.append([Notice(session_id="s", text="next")])

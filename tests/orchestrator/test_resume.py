@@ -334,7 +334,8 @@ async def test_a_message_sent_while_the_session_is_busy_is_queued_until_the_run_
         second = await call(client, "send_message", session_id=session.id, text="second")
         assert second["status"] == "queued"
         assert (await call(client, "get_session", session_id=session.id))["state"] == "active"
-        assert (await host.runtime.log.store.get_run(second["run_id"])) is None  # recorded when it starts
+        stored = await host.runtime.log.store.get_run(second["run_id"])
+        assert stored is not None and stored.status == "queued"  # recorded at once: a crash loses no message
         assert (await call(client, "cancel_run", run_id=first.run_id))["status"] == "cancelled"
         done = await call(client, "get_run", run_id=second["run_id"], wait_s=20)
         idle = await call(client, "get_session", session_id=session.id)

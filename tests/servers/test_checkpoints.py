@@ -139,12 +139,24 @@ async def test_a_resumed_run_is_running_again_under_its_new_owner(tmp_path: Path
     assert [r["id"] for r in running] == ["r_x"]
 
 
+async def test_a_queued_run_is_indexed_then_starts_under_the_same_id(tmp_path: Path) -> None:
+    queued = {"type": "run_queued", "session_id": "s", "run_id": "r_q", "ts": 4.0, "text": "hi", "owner": "1:2"}
+    started = {"type": "run_started", "session_id": "s", "run_id": "r_q", "ts": 6.0, "model": "m", "owner": "3:4"}
+    async with connected(tmp_path / "loom.db") as client:
+        await call(client, "append_events", events=[created("s"), queued])
+        waiting = (await call(client, "list_runs_with_status", status="queued"))["runs"]
+        await call(client, "append_events", events=[started])
+        run = (await call(client, "get_run", run_id="r_q"))["run"]
+    assert [r["id"] for r in waiting] == ["r_q"]
+    assert (run["status"], run["owner"], run["model"], run["started"]) == ("running", "3:4", "m", 6.0)
+
+
 async def test_a_batch_is_stored_whole_or_not_at_all(tmp_path: Path) -> None:
     started = {"type": "run_started", "session_id": "s", "run_id": "r", "ts": 1.0, "model": "m"}
     async with connected(tmp_path / "loom.db") as client:
         await call(client, "append_events", events=[created("s"), started])
-        # the same run id twice violates the runs primary key: the notice before it must not stay
-        message = await error_of(client, "append_events", events=[notice("s", "lost"), started])
+        # the same session created twice violates the sessions primary key: the notice before it must not stay
+        message = await error_of(client, "append_events", events=[notice("s", "lost"), created("s")])
         assert "could not write to the Loom database" in message
         assert [e["type"] for e in events_of(await call(client, "read_events", session_id="s"))] == [
             "session_created",
