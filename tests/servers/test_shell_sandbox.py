@@ -84,7 +84,8 @@ async def test_writes_outside_the_root_fail_and_inside_succeed(root: Path, outsi
 async def test_no_network_blocks_a_loopback_listener_that_is_reachable_with_network(root: Path) -> None:
     with socket.create_server(("127.0.0.1", 0)) as listener:
         port = listener.getsockname()[1]
-        connect = f"{sys.executable} -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2)\""
+        # bash's own /dev/tcp: no interpreter that could live under /tmp, which the sandbox replaces.
+        connect = f"( exec 3<>/dev/tcp/127.0.0.1/{port} )"
         for network, reached in ((True, True), (False, False)):
             async with Client(build_server(root, sandbox="bwrap", network=network)) as client:
                 content, text = await call_ok_text(client, "run", {"command": f"{connect} && echo connected"})
