@@ -1,0 +1,8 @@
+"""``python -m servers.memory --db PATH``: serve the memory tools over stdio."""
+
+from __future__ import annotations
+
+from servers.memory import main
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,227 @@
+"""The memory server's SQLite database (aiosqlite, WAL mode): schema, validation and queries.
+
+One table of notes keyed by ``(namespace, key)``. Search is a case-insensitive substring match
+(Unicode casefold) done in Python over the candidate rows: memory stores are small, and this
+needs neither FTS5 nor its query syntax.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import anyio
+
+SCHEMA_VERSION = 1
+"""The schema version this code writes; a file with a newer one is refused."""
+
+NAMESPACES = ("user", "project", "session")
+"""The namespaces a note may live in."""
+
+MAX_BODY_BYTES = 64 * 1024
+"""The largest body accepted, in UTF-8 bytes."""
+
+MAX_KEY_CHARS = 64
+_KEY = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS notes (
+    namespace TEXT NOT NULL, key TEXT NOT NULL, body TEXT NOT NULL,
+    created REAL NOT NULL, updated REAL NOT NULL,
+    PRIMARY KEY (namespace, key)
+);
+"""
+
+
+class DatabaseError(Exception):
+    """The database could not be opened, read or written; the message says why."""
+
+
+class NoteError(ValueError):
+    """A request the store refuses: unknown namespace, bad key or body, missing note."""
+
+
+@dataclass(frozen=True)
+class Note:
+    """One stored note."""
+
+    namespace: str
+    key: str
+    body: str
+    created: float
+    updated: float
+
+
+def check_namespace(namespace: str) -> str:
+    """Return ``namespace`` if it is known, else raise :class:`NoteError`."""
+    if namespace not in NAMESPACES:
+        raise NoteError(f"unknown namespace {namespace!r}; use one of {', '.join(NAMESPACES)}")
+    return namespace
+
+
+def check_key(key: str) -> str:
+    """Return ``key`` if it is a short slug (lowercase letters, digits, ``.``, ``_``, ``-``), else raise."""
+    if not key:
+        raise NoteError("the key is empty; give a short slug such as 'build-commands'")
+    if len(key) > MAX_KEY_CHARS:
+        raise NoteError(f"the key is {len(key)} characters long; the limit is {MAX_KEY_CHARS}")
+    if not _KEY.match(key):
+        raise NoteError(
+            f"the key {key!r} is not a slug: use lowercase letters, digits, '.', '_' and '-', "
+            "starting with a letter or digit"
+        )
+    return key
+
+
+def check_body(body: str) -> str:
+    """Return ``body`` if it is non-blank and at most :data:`MAX_BODY_BYTES`, else raise."""
+    if not body.strip():
+        raise NoteError("the body is empty; to remove a note use delete")
+    size = len(body.encode("utf-8"))
+    if size > MAX_BODY_BYTES:
+        raise NoteError(f"the body is {size} bytes; the limit is {MAX_BODY_BYTES} bytes (64 KiB)")
+    return body
+
+
+def summary(body: str, limit: int = 120) -> str:
+    """The first non-blank line of ``body``, cut to ``limit`` characters."""
+    for line in body.splitlines():
+        line = line.strip()
+        if line:
+            return line if len(line) <= limit else line[: limit - 1] + "…"
+    return ""
+
+
+def snippet(body: str, query: str, width: int = 60) -> str:
+    """The text around the first case-insensitive occurrence of ``query`` in ``body``, on one line."""
+    folded = body.casefold()
+    at = folded.find(query.casefold())
+    if at < 0 or len(folded) != len(body):  # casefold changed the length: positions do not map back
+        at = max(body.lower().find(query.lower()), 0)
+    start, end = max(at - width, 0), min(at + len(query) + width, len(body))
+    text = " ".join(body[start:end].split())
+    return ("…" if start > 0 else "") + text + ("…" if end < len(body) else "")
+
+
+class Database:
+    """One SQLite file of notes. Open with :meth:`open`, close with :meth:`close`."""
+
+    def __init__(self, path: Path, conn: aiosqlite.Connection) -> None:
+        self.path = path
+        self._conn = conn
+
+    @classmethod
+    async def open(cls, path: Path) -> Database:
+        """Open (creating it and its directory if needed) the database at ``path``.
+
+        Raises:
+            DatabaseError: the file cannot be opened, or a newer schema wrote it.
+        """
+        conn: aiosqlite.Connection | None = None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = await aiosqlite.connect(path, isolation_level=None)
+            await conn.execute("PRAGMA busy_timeout=5000")
+            await conn.execute("PRAGMA journal_mode=WAL")
+            await conn.execute("PRAGMA synchronous=NORMAL")
+            await conn.executescript(
+                f"BEGIN IMMEDIATE; {_SCHEMA} INSERT OR IGNORE INTO meta VALUES "
+                f"('schema_version', '{SCHEMA_VERSION}'); COMMIT;"
+            )
+            async with conn.execute("SELECT value FROM meta WHERE key='schema_version'") as cur:
+                row = await cur.fetchone()
+            found = int(row[0]) if row is not None else 0
+            if found > SCHEMA_VERSION:
+                raise DatabaseError(
+                    f"the memory database at {path} has schema {found}, newer than this server knows "
+                    f"({SCHEMA_VERSION}); upgrade Loom or point --db elsewhere"
+                )
+        except (sqlite3.Error, OSError) as exc:
+            await _close_shielded(conn)
+            raise DatabaseError(f"cannot open the memory database at {path}: {exc}") from exc
+        except BaseException:
+            await _close_shielded(conn)
+            raise
+        return cls(path, conn)
+
+    async def close(self) -> None:
+        """Close the connection."""
+        await self._conn.close()
+
+    async def set(self, namespace: str, key: str, body: str) -> tuple[Note, bool]:
+        """Create or replace a note; returns it and whether it was created (False: updated)."""
+        check_namespace(namespace)
+        check_key(key)
+        check_body(body)
+        now = time.time()
+        existing = await self.get(namespace, key)
+        if existing is None:
+            await self._write("INSERT INTO notes VALUES (?,?,?,?,?)", (namespace, key, body, now, now))
+            return Note(namespace, key, body, now, now), True
+        updated = max(now, existing.updated)
+        await self._write(
+            "UPDATE notes SET body=?, updated=? WHERE namespace=? AND key=?", (body, updated, namespace, key)
+        )
+        return Note(namespace, key, body, existing.created, updated), False
+
+    async def get(self, namespace: str, key: str) -> Note | None:
+        """The note, or None when there is none."""
+        check_namespace(namespace)
+        rows = await self._fetch(
+            "SELECT namespace, key, body, created, updated FROM notes WHERE namespace=? AND key=?", (namespace, key)
+        )
+        return Note(*rows[0]) if rows else None
+
+    async def notes(self, namespace: str) -> list[Note]:
+        """The notes of a namespace, sorted by key."""
+        check_namespace(namespace)
+        rows = await self._fetch(
+            "SELECT namespace, key, body, created, updated FROM notes WHERE namespace=? ORDER BY key", (namespace,)
+        )
+        return [Note(*row) for row in rows]
+
+    async def search(self, query: str, namespace: str | None) -> list[Note]:
+        """Notes whose key or body contains ``query`` (case-insensitive), by namespace then key."""
+        if not query.strip():
+            raise NoteError("the search query is empty")
+        sql = "SELECT namespace, key, body, created, updated FROM notes"
+        params: list[Any] = []
+        if namespace is not None:
+            check_namespace(namespace)
+            sql += " WHERE namespace=?"
+            params.append(namespace)
+        needle = query.casefold()
+        rows = await self._fetch(sql + " ORDER BY namespace, key", params)
+        return [Note(*r) for r in rows if needle in r[2].casefold() or needle in r[1].casefold()]
+
+    async def delete(self, namespace: str, key: str) -> bool:
+        """Remove a note; False when there was none."""
+        check_namespace(namespace)
+        return await self._write("DELETE FROM notes WHERE namespace=? AND key=?", (namespace, key)) == 1
+
+    async def _write(self, sql: str, params: Sequence[Any]) -> int:
+        try:
+            cur = await self._conn.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise DatabaseError(f"could not write to the memory database at {self.path}: {exc}") from exc
+        return cur.rowcount
+
+    async def _fetch(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        try:
+            async with self._conn.execute(sql, params) as cur:
+                return list(await cur.fetchall())
+        except sqlite3.Error as exc:
+            raise DatabaseError(f"could not read the memory database at {self.path}: {exc}") from exc
+
+
+async def _close_shielded(conn: aiosqlite.Connection | None) -> None:
+    if conn is not None:
+        with anyio.CancelScope(shield=True):
+            await conn.close()

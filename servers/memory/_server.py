@@ -1,0 +1,260 @@
+"""Assembly of the memory server: its tools, their result models, and the stdio entry point.
+
+The database is opened in the server's lifespan, once per connection. A database that cannot be
+opened does not stop the server: every tool then answers with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from servers._stdio import serve_stdio
+from servers.memory._db import MAX_BODY_BYTES, NAMESPACES, Database, DatabaseError, Note, NoteError, snippet, summary
+
+__all__ = ["build_server", "main"]
+
+_READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+_SET = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+_DELETE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
+
+_NAMESPACE = Field(description=f"one of {', '.join(NAMESPACES)}")
+_KEY = Field(description="a short slug: lowercase letters, digits, '.', '_', '-' (at most 64 characters)")
+
+
+class NoteOut(BaseModel):
+    """One note with its body; times are seconds since the epoch."""
+
+    namespace: str
+    key: str
+    body: str
+    created: float
+    updated: float
+
+
+class Written(BaseModel):
+    """The note as stored, and whether ``set`` created it (false: it replaced an existing body)."""
+
+    created_note: bool
+    note: NoteOut
+
+
+class IndexEntry(BaseModel):
+    """A note in the index: its key, the first line of its body, and when it last changed."""
+
+    key: str
+    summary: str
+    updated: float
+
+
+class Index(BaseModel):
+    """A namespace's notes, sorted by key, without their bodies."""
+
+    namespace: str
+    notes: list[IndexEntry]
+
+
+class Match(BaseModel):
+    """A note that matched a search, with the text around the match."""
+
+    namespace: str
+    key: str
+    snippet: str
+    updated: float
+
+
+class Matches(BaseModel):
+    """Search results, by namespace then key."""
+
+    query: str
+    matches: list[Match]
+
+
+class Deleted(BaseModel):
+    """The note that was removed."""
+
+    namespace: str
+    key: str
+
+
+class NotesMarkdown(BaseModel):
+    """A namespace rendered as markdown: ``# namespace`` then a ``## key`` section per note."""
+
+    namespace: str
+    markdown: str
+
+
+@dataclass
+class _Opened:
+    db: Database | None
+    error: str = ""
+
+
+def _db(ctx: Context) -> Database:
+    opened: _Opened = ctx.request_context.lifespan_context["opened"]
+    if opened.db is None:
+        raise ToolError(opened.error)
+    return opened.db
+
+
+@contextmanager
+def _reported() -> Iterator[None]:
+    """Turn store refusals and database failures into tool errors whose text the client shows as is."""
+    try:
+        yield
+    except (DatabaseError, NoteError) as exc:
+        raise ToolError(str(exc)) from exc
+
+
+def _out(note: Note) -> NoteOut:
+    return NoteOut(namespace=note.namespace, key=note.key, body=note.body, created=note.created, updated=note.updated)
+
+
+async def set_note(
+    ctx: Context,
+    namespace: Annotated[str, _NAMESPACE],
+    key: Annotated[str, _KEY],
+    body: Annotated[str, Field(description=f"the note's text (at most {MAX_BODY_BYTES} bytes)")],
+) -> Written:
+    """Create a note, or replace the body of an existing one (its created time is kept)."""
+    db = _db(ctx)
+    with _reported():
+        note, created = await db.set(namespace, key, body)
+    return Written(created_note=created, note=_out(note))
+
+
+async def get_note(ctx: Context, namespace: Annotated[str, _NAMESPACE], key: Annotated[str, _KEY]) -> NoteOut:
+    """One note with its full body; an error when there is none."""
+    db = _db(ctx)
+    with _reported():
+        note = await db.get(namespace, key)
+    if note is None:
+        raise ToolError(f"no note {key!r} in namespace {namespace!r}; list shows the keys there are")
+    return _out(note)
+
+
+async def list_notes(ctx: Context, namespace: Annotated[str, _NAMESPACE]) -> Index:
+    """The index of a namespace: each note's key, first line and updated time, sorted by key."""
+    db = _db(ctx)
+    with _reported():
+        notes = await db.notes(namespace)
+    return Index(
+        namespace=namespace,
+        notes=[IndexEntry(key=n.key, summary=summary(n.body), updated=n.updated) for n in notes],
+    )
+
+
+async def search_notes(
+    ctx: Context,
+    query: Annotated[str, Field(description="text to find in keys and bodies, case-insensitive")],
+    namespace: Annotated[str | None, Field(description="only this namespace (default: all)")] = None,
+) -> Matches:
+    """Notes whose key or body contains ``query`` (case-insensitive), with a snippet around the match."""
+    db = _db(ctx)
+    with _reported():
+        notes = await db.search(query, namespace)
+    return Matches(
+        query=query,
+        matches=[
+            Match(namespace=n.namespace, key=n.key, snippet=snippet(n.body, query), updated=n.updated) for n in notes
+        ],
+    )
+
+
+async def delete_note(ctx: Context, namespace: Annotated[str, _NAMESPACE], key: Annotated[str, _KEY]) -> Deleted:
+    """Remove a note for good; an error when there is none."""
+    db = _db(ctx)
+    with _reported():
+        removed = await db.delete(namespace, key)
+    if not removed:
+        raise ToolError(f"no note {key!r} in namespace {namespace!r}; nothing was deleted")
+    return Deleted(namespace=namespace, key=key)
+
+
+def render_markdown(namespace: str, notes: Sequence[Note]) -> str:
+    """``# namespace`` then, per note in the given order, ``## key`` and its body."""
+    parts = [f"# {namespace}\n"]
+    if not notes:
+        parts.append("\n_(no notes)_\n")
+    for note in notes:
+        parts.append(f"\n## {note.key}\n\n{note.body.rstrip()}\n")
+    return "".join(parts)
+
+
+async def notes_md(ctx: Context, namespace: Annotated[str, _NAMESPACE]) -> NotesMarkdown:
+    """A namespace as one markdown document (a ``notes.md`` view): a section per note, sorted by key."""
+    db = _db(ctx)
+    with _reported():
+        notes = await db.notes(namespace)
+    return NotesMarkdown(namespace=namespace, markdown=render_markdown(namespace, notes))
+
+
+def build_server(db_path: Path) -> MCPServer:
+    """Build the memory MCP server over the SQLite file at ``db_path``.
+
+    Args:
+        db_path: the database file; created (with its directory) if missing.
+
+    Returns:
+        An MCPServer named ``"memory"`` with the tools set, get, list, search, delete and notes_md.
+    """
+
+    @asynccontextmanager
+    async def lifespan(_server: MCPServer) -> AsyncIterator[dict[str, Any]]:
+        try:
+            db = await Database.open(db_path)
+        except DatabaseError as exc:
+            yield {"opened": _Opened(None, str(exc))}
+            return
+        try:
+            yield {"opened": _Opened(db)}
+        finally:
+            await db.close()
+
+    server: MCPServer = MCPServer(
+        "memory",
+        instructions=(
+            f"Notes that persist across sessions, in the namespaces {', '.join(NAMESPACES)}. "
+            "`list` gives a namespace's index (key and first line); `get` pulls a body when you need it; "
+            "`set` stores or replaces a note; `search` finds text; `delete` removes a note; "
+            "`notes_md` shows a namespace as markdown."
+        ),
+        lifespan=lifespan,
+        log_level="WARNING",
+    )
+    server.add_tool(set_note, name="set", annotations=_SET)
+    server.add_tool(get_note, name="get", annotations=_READ)
+    server.add_tool(list_notes, name="list", annotations=_READ)
+    server.add_tool(search_notes, name="search", annotations=_READ)
+    server.add_tool(delete_note, name="delete", annotations=_DELETE)
+    server.add_tool(notes_md, name="notes_md", annotations=_READ)
+    return server
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve the memory tools over stdio (``python -m servers.memory --db PATH``).
+
+    Args:
+        argv: Command-line arguments without the program name; ``sys.argv[1:]`` when None.
+
+    Returns:
+        The process exit status.
+    """
+    home = os.environ.get("LOOM_HOME")
+    default = (Path(home).expanduser() if home else Path.home() / ".loom") / "memory.db"
+    parser = argparse.ArgumentParser(
+        prog="python -m servers.memory", description="Serve Loom's memory notes over MCP stdio."
+    )
+    parser.add_argument("--db", type=Path, default=default, metavar="PATH", help=f"the database (default {default})")
+    args = parser.parse_args(argv)
+    return serve_stdio("memory", lambda: build_server(args.db))

@@ -1,0 +1,163 @@
+"""The memory server through a real MCP client: in-process (both eras) and as ``python -m servers.memory``."""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from servers.memory import MAX_BODY_BYTES, SCHEMA_VERSION, build_server
+from tests.servers._support import IN_PROCESS_MODES, REPO_ROOT
+
+pytestmark = pytest.mark.anyio
+
+
+@contextlib.asynccontextmanager
+async def connected(path: Path, mode: str = "auto") -> AsyncIterator[Client]:
+    async with Client(build_server(path), mode=mode) as client:
+        yield client
+
+
+async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
+    result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return dict(result.structured_content)
+
+
+async def error_of(client: Client, tool: str, **arguments: Any) -> str:
+    result = await client.call_tool(tool, arguments)
+    assert result.is_error
+    return " ".join(getattr(block, "text", "") for block in result.content)
+
+
+@pytest.mark.parametrize("mode", IN_PROCESS_MODES)
+async def test_tools_and_their_hints(tmp_path: Path, mode: str) -> None:
+    async with connected(tmp_path / "memory.db", mode) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == {"set", "get", "list", "search", "delete", "notes_md"}
+    hints = {name: t.annotations for name, t in tools.items()}
+    assert all(h is not None for h in hints.values())
+    read_only = {name for name, h in hints.items() if h and h.read_only_hint}
+    assert read_only == {"get", "list", "search", "notes_md"}
+    assert hints["set"] is not None and hints["set"].idempotent_hint
+    assert hints["delete"] is not None and hints["delete"].destructive_hint
+
+
+@pytest.mark.parametrize("mode", IN_PROCESS_MODES)
+async def test_set_get_list_and_update_keep_times(tmp_path: Path, mode: str) -> None:
+    async with connected(tmp_path / "memory.db", mode) as client:
+        first = await call(client, "set", namespace="project", key="build", body="Run make.\nThen test.")
+        assert first["created_note"] is True
+        note = first["note"]
+        assert note["created"] == note["updated"] > 0
+        got = await call(client, "get", namespace="project", key="build")
+        assert got == note
+        second = await call(client, "set", namespace="project", key="build", body="Run just.")
+        assert second["created_note"] is False
+        assert second["note"]["created"] == note["created"]
+        assert second["note"]["updated"] >= note["updated"]
+        assert (await call(client, "get", namespace="project", key="build"))["body"] == "Run just."
+        await call(client, "set", namespace="project", key="alpha", body="\n  First line here\nsecond")
+        await call(client, "set", namespace="user", key="name", body="Ada")
+        index = await call(client, "list", namespace="project")
+        assert [(e["key"], e["summary"]) for e in index["notes"]] == [
+            ("alpha", "First line here"),
+            ("build", "Run just."),
+        ]
+        assert (await call(client, "list", namespace="session"))["notes"] == []
+
+
+async def test_search_is_case_insensitive_with_snippets(tmp_path: Path) -> None:
+    async with connected(tmp_path / "memory.db") as client:
+        await call(client, "set", namespace="project", key="db", body="We use SQLite in WAL mode.")
+        await call(client, "set", namespace="user", key="prefs", body="Likes sqlite; dislikes YAML.")
+        await call(client, "set", namespace="user", key="other", body="Nothing relevant. Ünïcode ÉCOLE")
+        found = await call(client, "search", query="sqlite")
+        assert [(m["namespace"], m["key"]) for m in found["matches"]] == [("project", "db"), ("user", "prefs")]
+        assert "SQLite" in found["matches"][0]["snippet"]
+        only_user = await call(client, "search", query="SQLITE", namespace="user")
+        assert [m["key"] for m in only_user["matches"]] == ["prefs"]
+        assert [m["key"] for m in (await call(client, "search", query="école"))["matches"]] == ["other"]
+        assert [m["key"] for m in (await call(client, "search", query="100%"))["matches"]] == []
+        assert "empty" in await error_of(client, "search", query="  ")
+
+
+async def test_delete_removes_and_reports_missing(tmp_path: Path) -> None:
+    async with connected(tmp_path / "memory.db") as client:
+        await call(client, "set", namespace="session", key="todo", body="x")
+        assert await call(client, "delete", namespace="session", key="todo") == {"namespace": "session", "key": "todo"}
+        assert "no note 'todo'" in await error_of(client, "get", namespace="session", key="todo")
+        assert "nothing was deleted" in await error_of(client, "delete", namespace="session", key="todo")
+
+
+async def test_notes_md_renders_a_namespace(tmp_path: Path) -> None:
+    async with connected(tmp_path / "memory.db") as client:
+        assert (await call(client, "notes_md", namespace="user"))["markdown"] == "# user\n\n_(no notes)_\n"
+        await call(client, "set", namespace="user", key="zeta", body="last\n")
+        await call(client, "set", namespace="user", key="alpha", body="first\nmore")
+        await call(client, "set", namespace="project", key="elsewhere", body="not here")
+        md = (await call(client, "notes_md", namespace="user"))["markdown"]
+    assert md == "# user\n\n## alpha\n\nfirst\nmore\n\n## zeta\n\nlast\n"
+
+
+async def test_notes_persist_across_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "memory.db"
+    async with connected(path) as client:
+        await call(client, "set", namespace="user", key="editor", body="vim")
+    async with connected(path, "legacy") as client:
+        assert (await call(client, "get", namespace="user", key="editor"))["body"] == "vim"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+
+
+async def test_bad_inputs_get_clear_errors(tmp_path: Path) -> None:
+    async with connected(tmp_path / "memory.db") as client:
+        assert "unknown namespace 'global'" in await error_of(client, "set", namespace="global", key="k", body="b")
+        assert "unknown namespace" in await error_of(client, "list", namespace="")
+        assert "unknown namespace" in await error_of(client, "search", query="x", namespace="nope")
+        assert "key is empty" in await error_of(client, "set", namespace="user", key="", body="b")
+        assert "not a slug" in await error_of(client, "set", namespace="user", key="Has Space", body="b")
+        assert "limit is 64" in await error_of(client, "set", namespace="user", key="k" * 65, body="b")
+        assert "body is empty" in await error_of(client, "set", namespace="user", key="k", body=" \n")
+        too_big = "é" * (MAX_BODY_BYTES // 2 + 1)
+        assert "64 KiB" in await error_of(client, "set", namespace="user", key="k", body=too_big)
+        await call(client, "set", namespace="user", key="k", body="x" * MAX_BODY_BYTES)
+        assert (await call(client, "list", namespace="user"))["notes"][0]["key"] == "k"
+
+
+async def test_a_newer_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    async with connected(path) as client:
+        await call(client, "set", namespace="user", key="k", body="b")
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION + 1),))
+        conn.commit()
+    async with connected(path) as client:
+        assert "newer" in await error_of(client, "get", namespace="user", key="k")
+
+
+async def test_an_unopenable_database_is_reported(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    async with connected(blocker / "memory.db") as client:
+        assert "cannot open the memory database" in await error_of(client, "list", namespace="user")
+
+
+async def test_serves_over_stdio(tmp_path: Path) -> None:
+    db = tmp_path / "home" / "memory.db"
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "servers.memory", "--db", str(db)], cwd=str(REPO_ROOT)
+    )
+    async with Client(params) as client:
+        assert (await call(client, "set", namespace="project", key="k", body="over stdio"))["created_note"]
+        assert (await call(client, "get", namespace="project", key="k"))["body"] == "over stdio"
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT namespace, key, body FROM notes").fetchall() == [("project", "k", "over stdio")]
