@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -91,10 +92,22 @@ def describe(action: str, path: Path, exc: BaseException) -> str:
     """``"{action} the Loom database at {path}: {error}"``, with advice for the common SQLite failures."""
     message = f"{action} the Loom database at {path}: {exc}"
     name = getattr(exc, "sqlite_errorname", "") or ""
+    if _on_read_only_filesystem(path):
+        # SQLite reports CANTOPEN here (it cannot create the -shm file), which says nothing useful.
+        return f"{message} (the filesystem holding it is mounted read-only; remount it read-write or set LOOM_HOME)"
     for prefix, advice in _ADVICE.items():
         if name.startswith(prefix):
             return f"{message} ({advice})"
     return message
+
+
+def _on_read_only_filesystem(path: Path) -> bool:
+    for where in (path, *path.parents):
+        try:
+            return bool(os.statvfs(where).f_flag & os.ST_RDONLY)
+        except OSError:
+            continue  # not there yet: ask its parent
+    return False
 
 
 class Database:

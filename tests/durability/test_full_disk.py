@@ -156,7 +156,7 @@ def test_a_read_only_disk_fails_the_run_plainly_and_loses_nothing(small_disk: Pa
     errors = [line for line in refused.stderr.splitlines() if line.startswith("loom: error: ")]
     assert len(errors) == 1, refused
     assert str(home / DB_NAME) in errors[0], refused
-    assert "read-only" in errors[0] or "writable" in errors[0], refused
+    assert "the filesystem holding it is mounted read-only" in errors[0], refused
     assert _integrity(home / DB_NAME) == "ok"
     after = run_loom("export", first_id, cwd=project, home=home)
     assert after.returncode == 0 and after.stdout == before.stdout, after
