@@ -137,7 +137,7 @@ class Session:
             point = find_resume_point(await self.log.store.read_events(self.id), run_id)
             if point.resumed_by and point.resumed_by != this_process() and owner_alive(point.resumed_by):
                 raise ResumeError(f"run {run_id} is already being resumed by process {point.resumed_by}")
-            if record.status not in RESUMABLE and not (point.resumed_by and record.status in RESUMABLE):
+            if record.status not in RESUMABLE:
                 if record.status == "running":
                     raise ResumeError(f"run {run_id} is still running; only an interrupted run can be resumed")
                 raise ResumeError(f"run {run_id} is {record.status}; only an interrupted run can be resumed")

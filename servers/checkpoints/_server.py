@@ -11,11 +11,9 @@ import argparse
 import base64
 import binascii
 import json
-import os
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,6 +22,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from servers._database import Opened, default_database
 from servers._stdio import serve_stdio
 from servers.checkpoints._db import SCHEMA_VERSION, Database, DatabaseError
 
@@ -130,19 +129,9 @@ class SnapshotContent(BaseModel):
     content_b64: str | None = None
 
 
-@dataclass
-class _Opened:
-    """What the lifespan hands to the tools: the database, or why it could not be opened."""
-
-    db: Database | None
-    error: str = ""
-
-
 def _db(ctx: Context) -> Database:
-    opened: _Opened = ctx.request_context.lifespan_context["opened"]
-    if opened.db is None:
-        raise ToolError(opened.error)
-    return opened.db
+    opened: Opened[Database] = ctx.request_context.lifespan_context["opened"]
+    return opened.require()
 
 
 @contextmanager
@@ -316,10 +305,10 @@ def build_server(db_path: Path, *, read_only: bool = False) -> MCPServer:
         try:
             db = await Database.open(db_path, read_only=read_only)
         except DatabaseError as exc:
-            yield {"opened": _Opened(None, str(exc))}
+            yield {"opened": Opened(None, str(exc))}
             return
         try:
-            yield {"opened": _Opened(db)}
+            yield {"opened": Opened(db)}
         finally:
             await db.close()
 
@@ -347,8 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The process exit status.
     """
-    home = os.environ.get("LOOM_HOME")
-    default = (Path(home).expanduser() if home else Path.home() / ".loom") / "loom.db"
+    default = default_database("loom.db")
     parser = argparse.ArgumentParser(
         prog="loom server checkpoints", description="Serve Loom's durable store over MCP stdio."
     )

@@ -7,10 +7,8 @@ opened does not stop the server: every tool then answers with the reason.
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,6 +17,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
+from servers._database import Opened, default_database
 from servers._stdio import serve_stdio
 from servers.memory._db import MAX_BODY_BYTES, NAMESPACES, Database, DatabaseError, Note, NoteError, snippet, summary
 
@@ -94,17 +93,9 @@ class NotesMarkdown(BaseModel):
     markdown: str
 
 
-@dataclass
-class _Opened:
-    db: Database | None
-    error: str = ""
-
-
 def _db(ctx: Context) -> Database:
-    opened: _Opened = ctx.request_context.lifespan_context["opened"]
-    if opened.db is None:
-        raise ToolError(opened.error)
-    return opened.db
+    opened: Opened[Database] = ctx.request_context.lifespan_context["opened"]
+    return opened.require()
 
 
 @contextmanager
@@ -214,10 +205,10 @@ def build_server(db_path: Path) -> MCPServer:
         try:
             db = await Database.open(db_path)
         except DatabaseError as exc:
-            yield {"opened": _Opened(None, str(exc))}
+            yield {"opened": Opened(None, str(exc))}
             return
         try:
-            yield {"opened": _Opened(db)}
+            yield {"opened": Opened(db)}
         finally:
             await db.close()
 
@@ -250,8 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The process exit status.
     """
-    home = os.environ.get("LOOM_HOME")
-    default = (Path(home).expanduser() if home else Path.home() / ".loom") / "memory.db"
+    default = default_database("memory.db")
     parser = argparse.ArgumentParser(
         prog="python -m servers.memory", description="Serve Loom's memory notes over MCP stdio."
     )
