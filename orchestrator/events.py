@@ -223,6 +223,76 @@ class RunFinished(_EventBase):
     steps: int
 
 
+class ContextWatermark(_EventBase):
+    """How full the model's context window is: after every model call, and after a compaction.
+
+    ``used_tokens`` is the provider's reported usage for the last call (input plus output) when it
+    reported any, else Loom's estimate (``source``); ``ratio`` is ``used_tokens / window``.
+    """
+
+    type: Literal["context_watermark"] = "context_watermark"
+    run_id: str | None = None
+    step: int = 0
+    model: str
+    used_tokens: int
+    window: int
+    ratio: float
+    threshold: float
+    """Past this ratio the session compacts before its next model call."""
+    source: Literal["provider", "estimate"]
+
+
+CompactionTrigger = Literal["auto", "manual", "model_switch"]
+"""Why a compaction ran: the watermark passed the threshold, someone asked, or a smaller model was chosen."""
+
+
+class ContextCompacted(_EventBase):
+    """Older history was replaced, in the model's context, by a checked summary.
+
+    The raw events stay in the store; from now on the context is the summary, then the events from
+    ``kept_from_seq`` on.
+    """
+
+    type: Literal["context_compacted"] = "context_compacted"
+    run_id: str | None = None
+    trigger: CompactionTrigger
+    focus: str = ""
+    summary: str
+    instructions: list[str] = Field(default_factory=list)
+    """The user's instructions, carried over verbatim (the checks guarantee the summary has them)."""
+    kept_from_seq: int
+    """The first event still given to the model as it is (an assistant message, so no tool call is cut
+    from its result)."""
+    dropped_from_seq: int
+    dropped_to_seq: int
+    """The events (inclusive) whose messages the summary replaces."""
+    dropped_messages: int
+    dropped_tool_calls: int
+    tokens_before: int
+    tokens_after: int
+    attempts: int = 1
+
+
+class CompactionFailed(_EventBase):
+    """A compaction's summary failed its checks (twice) or could not be written: the history is kept."""
+
+    type: Literal["compaction_failed"] = "compaction_failed"
+    run_id: str | None = None
+    trigger: CompactionTrigger
+    reason: str
+    attempts: int
+    tokens: int
+
+
+class ModelSwitched(_EventBase):
+    """The session's model changed; later runs use ``model``."""
+
+    type: Literal["model_switched"] = "model_switched"
+    model: str
+    previous: str
+    window: int
+
+
 Event = Annotated[
     SessionCreated
     | SessionArchived
@@ -239,7 +309,11 @@ Event = Annotated[
     | ApprovalDecided
     | ServerFailed
     | RunResumed
-    | RunFinished,
+    | RunFinished
+    | ContextWatermark
+    | ContextCompacted
+    | CompactionFailed
+    | ModelSwitched,
     Field(discriminator="type"),
 ]
 
