@@ -1,4 +1,4 @@
-"""``python -m servers.memory --db PATH``: serve the memory tools over stdio."""
+"""``python -m servers.memory --db PATH [--project SCOPE] [--session SCOPE]``: serve the memory tools over stdio."""
 
 from __future__ import annotations
 

@@ -1,8 +1,11 @@
-"""The memory server's SQLite database (aiosqlite, WAL mode): schema, validation and queries.
+"""The memory server's SQLite database (aiosqlite, WAL mode): schema, migrations, validation and queries.
 
-One table of notes keyed by ``(namespace, key)``. Search is a case-insensitive substring match
-(Unicode casefold) done in Python over the candidate rows: memory stores are small, and this
-needs neither FTS5 nor its query syntax.
+One table of notes keyed by ``(namespace, scope, key)``. Many memory servers share one file (one
+per Loom session), so ``project`` and ``session`` notes carry a scope (the project root, the
+session id) and a :class:`Database` is a view of one project and one session: every query it
+makes is limited to its own scopes, and ``user`` notes always have scope ``''``. Search is a
+case-insensitive substring match (Unicode casefold) done in Python over the candidate rows:
+memory stores are small, and this needs neither FTS5 nor its query syntax.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,8 +21,8 @@ from typing import Any
 import aiosqlite
 import anyio
 
-SCHEMA_VERSION = 1
-"""The schema version this code writes; a file with a newer one is refused."""
+SCHEMA_VERSION = 2
+"""The schema version this code writes; a file with a newer one is refused, an older one migrated."""
 
 NAMESPACES = ("user", "project", "session")
 """The namespaces a note may live in."""
@@ -38,6 +41,27 @@ CREATE TABLE IF NOT EXISTS notes (
     PRIMARY KEY (namespace, key)
 );
 """
+"""Version 1 of the schema; a new file starts here and the migrations build the rest, so that new and
+migrated databases cannot differ."""
+
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    # Scopes. SQLite cannot change a primary key in place, so the table is rebuilt; existing notes
+    # get scope '' (what a server started without --project/--session reads).
+    2: (
+        """CREATE TABLE notes_v2 (
+            namespace TEXT NOT NULL, scope TEXT NOT NULL DEFAULT '', key TEXT NOT NULL, body TEXT NOT NULL,
+            created REAL NOT NULL, updated REAL NOT NULL,
+            PRIMARY KEY (namespace, scope, key)
+        )""",
+        "INSERT INTO notes_v2 (namespace, scope, key, body, created, updated) "
+        "SELECT namespace, '', key, body, created, updated FROM notes",
+        "DROP TABLE notes",
+        "ALTER TABLE notes_v2 RENAME TO notes",
+    ),
+}
+"""The statements that take a file from the version before each key to that version, run in one transaction."""
+
+_COLUMNS = "namespace, key, body, created, updated"
 
 
 class DatabaseError(Exception):
@@ -111,18 +135,28 @@ def snippet(body: str, query: str, width: int = 60) -> str:
 
 
 class Database:
-    """One SQLite file of notes. Open with :meth:`open`, close with :meth:`close`."""
+    """One SQLite file of notes, seen from one project and one session.
 
-    def __init__(self, path: Path, conn: aiosqlite.Connection) -> None:
+    Open with :meth:`open`, close with :meth:`close`. ``project`` and ``session`` notes are read and
+    written under the scopes given to :meth:`open`; other scopes in the same file stay invisible.
+    """
+
+    def __init__(self, path: Path, conn: aiosqlite.Connection, scopes: Mapping[str, str]) -> None:
         self.path = path
         self._conn = conn
+        self._scopes = dict(scopes)
 
     @classmethod
-    async def open(cls, path: Path) -> Database:
-        """Open (creating it and its directory if needed) the database at ``path``.
+    async def open(cls, path: Path, *, project: str = "", session: str = "") -> Database:
+        """Open (creating it and its directory, and migrating it, if needed) the database at ``path``.
+
+        Args:
+            path: the SQLite file.
+            project: the scope of ``project`` notes, e.g. the project's root path; ``''`` for the unscoped namespace.
+            session: the scope of ``session`` notes, e.g. the session id; ``''`` for the unscoped namespace.
 
         Raises:
-            DatabaseError: the file cannot be opened, or a newer schema wrote it.
+            DatabaseError: the file cannot be opened or migrated, or a newer schema wrote it.
         """
         conn: aiosqlite.Connection | None = None
         try:
@@ -131,80 +165,84 @@ class Database:
             await conn.execute("PRAGMA busy_timeout=5000")
             await conn.execute("PRAGMA journal_mode=WAL")
             await conn.execute("PRAGMA synchronous=NORMAL")
+            # One transaction, because several memory servers may open a new file at once; an existing
+            # file keeps its version (OR IGNORE).
             await conn.executescript(
-                f"BEGIN IMMEDIATE; {_SCHEMA} INSERT OR IGNORE INTO meta VALUES "
-                f"('schema_version', '{SCHEMA_VERSION}'); COMMIT;"
+                f"BEGIN IMMEDIATE; {_SCHEMA} INSERT OR IGNORE INTO meta VALUES ('schema_version', '1'); COMMIT;"
             )
-            async with conn.execute("SELECT value FROM meta WHERE key='schema_version'") as cur:
-                row = await cur.fetchone()
-            found = int(row[0]) if row is not None else 0
-            if found > SCHEMA_VERSION:
-                raise DatabaseError(
-                    f"the memory database at {path} has schema {found}, newer than this server knows "
-                    f"({SCHEMA_VERSION}); upgrade Loom or point --db elsewhere"
-                )
+            await _migrate(conn, path)
         except (sqlite3.Error, OSError) as exc:
             await _close_shielded(conn)
             raise DatabaseError(f"cannot open the memory database at {path}: {exc}") from exc
         except BaseException:
             await _close_shielded(conn)
             raise
-        return cls(path, conn)
+        return cls(path, conn, {"user": "", "project": project, "session": session})
 
     async def close(self) -> None:
         """Close the connection."""
         await self._conn.close()
 
+    def scope(self, namespace: str) -> str:
+        """The scope this view reads and writes ``namespace`` under; raises :class:`NoteError` if unknown."""
+        return self._scopes[check_namespace(namespace)]
+
     async def set(self, namespace: str, key: str, body: str) -> tuple[Note, bool]:
         """Create or replace a note; returns it and whether it was created (False: updated)."""
-        check_namespace(namespace)
+        scope = self.scope(namespace)
         check_key(key)
         check_body(body)
         now = time.time()
         existing = await self.get(namespace, key)
         if existing is None:
-            await self._write("INSERT INTO notes VALUES (?,?,?,?,?)", (namespace, key, body, now, now))
+            await self._write(
+                f"INSERT INTO notes (scope, {_COLUMNS}) VALUES (?,?,?,?,?,?)", (scope, namespace, key, body, now, now)
+            )
             return Note(namespace, key, body, now, now), True
         updated = max(now, existing.updated)
         await self._write(
-            "UPDATE notes SET body=?, updated=? WHERE namespace=? AND key=?", (body, updated, namespace, key)
+            "UPDATE notes SET body=?, updated=? WHERE namespace=? AND scope=? AND key=?",
+            (body, updated, namespace, scope, key),
         )
         return Note(namespace, key, body, existing.created, updated), False
 
     async def get(self, namespace: str, key: str) -> Note | None:
         """The note, or None when there is none."""
-        check_namespace(namespace)
+        scope = self.scope(namespace)
         rows = await self._fetch(
-            "SELECT namespace, key, body, created, updated FROM notes WHERE namespace=? AND key=?", (namespace, key)
+            f"SELECT {_COLUMNS} FROM notes WHERE namespace=? AND scope=? AND key=?", (namespace, scope, key)
         )
         return Note(*rows[0]) if rows else None
 
     async def notes(self, namespace: str) -> list[Note]:
         """The notes of a namespace, sorted by key."""
-        check_namespace(namespace)
+        scope = self.scope(namespace)
         rows = await self._fetch(
-            "SELECT namespace, key, body, created, updated FROM notes WHERE namespace=? ORDER BY key", (namespace,)
+            f"SELECT {_COLUMNS} FROM notes WHERE namespace=? AND scope=? ORDER BY key", (namespace, scope)
         )
         return [Note(*row) for row in rows]
 
     async def search(self, query: str, namespace: str | None) -> list[Note]:
-        """Notes whose key or body contains ``query`` (case-insensitive), by namespace then key."""
+        """Notes whose key or body contains ``query`` (case-insensitive), by namespace then key.
+
+        ``namespace`` None searches every namespace, each under this view's scope.
+        """
         if not query.strip():
             raise NoteError("the search query is empty")
-        sql = "SELECT namespace, key, body, created, updated FROM notes"
-        params: list[Any] = []
-        if namespace is not None:
-            check_namespace(namespace)
-            sql += " WHERE namespace=?"
-            params.append(namespace)
+        namespaces = NAMESPACES if namespace is None else (check_namespace(namespace),)
+        where = " OR ".join("(namespace=? AND scope=?)" for _ in namespaces)
+        params = [value for ns in namespaces for value in (ns, self._scopes[ns])]
+        rows = await self._fetch(f"SELECT {_COLUMNS} FROM notes WHERE {where} ORDER BY namespace, key", params)
         needle = query.casefold()
-        rows = await self._fetch(sql + " ORDER BY namespace, key", params)
         return [Note(*r) for r in rows if needle in r[2].casefold() or needle in r[1].casefold()]
 
     async def delete(self, namespace: str, key: str) -> bool:
         """Remove a note; False when there was none."""
-        check_namespace(namespace)
-        return await self._write("DELETE FROM notes WHERE namespace=? AND key=?", (namespace, key)) == 1
+        scope = self.scope(namespace)
+        deleted = await self._write(
+            "DELETE FROM notes WHERE namespace=? AND scope=? AND key=?", (namespace, scope, key)
+        )
+        return deleted == 1
 
     async def _write(self, sql: str, params: Sequence[Any]) -> int:
         try:
@@ -219,6 +257,36 @@ class Database:
                 return list(await cur.fetchall())
         except sqlite3.Error as exc:
             raise DatabaseError(f"could not read the memory database at {self.path}: {exc}") from exc
+
+
+async def _schema_version(conn: aiosqlite.Connection) -> int:
+    async with conn.execute("SELECT value FROM meta WHERE key='schema_version'") as cur:
+        row = await cur.fetchone()
+    return int(row[0]) if row is not None else 0
+
+
+async def _migrate(conn: aiosqlite.Connection, path: Path) -> None:
+    """Bring the file up to :data:`SCHEMA_VERSION`, one transaction per version; refuse a newer file."""
+    found = await _schema_version(conn)
+    if found > SCHEMA_VERSION:
+        raise DatabaseError(
+            f"the memory database at {path} has schema {found}, newer than this server knows "
+            f"({SCHEMA_VERSION}); upgrade Loom or point --db elsewhere"
+        )
+    for version in range(found + 1, SCHEMA_VERSION + 1):
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Another server on the same file may have migrated it since we read the version.
+            if await _schema_version(conn) < version:
+                for statement in _MIGRATIONS[version]:
+                    await conn.execute(statement)
+                await conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(version),))
+            await conn.execute("COMMIT")
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                if conn.in_transaction:
+                    await conn.execute("ROLLBACK")
+            raise
 
 
 async def _close_shielded(conn: aiosqlite.Connection | None) -> None:

@@ -1,7 +1,9 @@
 """Assembly of the memory server: its tools, their result models, and the stdio entry point.
 
 The database is opened in the server's lifespan, once per connection. A database that cannot be
-opened does not stop the server: every tool then answers with the reason.
+opened does not stop the server: every tool then answers with the reason. A server belongs to one
+project and one session (``build_server(..., project=, session=)``): its tools read and write the
+``project`` and ``session`` namespaces of those only, while ``user`` notes are shared by all.
 """
 
 from __future__ import annotations
@@ -27,7 +29,12 @@ _READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hi
 _SET = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 _DELETE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
 
-_NAMESPACE = Field(description=f"one of {', '.join(NAMESPACES)}")
+_NAMESPACE = Field(
+    description=(
+        f"one of {', '.join(NAMESPACES)}: user notes are shared by every project and session, "
+        "project notes belong to the current project, session notes to the current session"
+    )
+)
 _KEY = Field(description="a short slug: lowercase letters, digits, '.', '_', '-' (at most 64 characters)")
 
 
@@ -148,7 +155,10 @@ async def list_notes(ctx: Context, namespace: Annotated[str, _NAMESPACE]) -> Ind
 async def search_notes(
     ctx: Context,
     query: Annotated[str, Field(description="text to find in keys and bodies, case-insensitive")],
-    namespace: Annotated[str | None, Field(description="only this namespace (default: all)")] = None,
+    namespace: Annotated[
+        str | None,
+        Field(description="only this namespace (default: all, with the current project's and session's notes)"),
+    ] = None,
 ) -> Matches:
     """Notes whose key or body contains ``query`` (case-insensitive), with a snippet around the match."""
     db = _db(ctx)
@@ -190,11 +200,18 @@ async def notes_md(ctx: Context, namespace: Annotated[str, _NAMESPACE]) -> Notes
     return NotesMarkdown(namespace=namespace, markdown=render_markdown(namespace, notes))
 
 
-def build_server(db_path: Path) -> MCPServer:
-    """Build the memory MCP server over the SQLite file at ``db_path``.
+def build_server(db_path: Path, *, project: str = "", session: str = "") -> MCPServer:
+    """Build the memory MCP server over the SQLite file at ``db_path``, for one project and one session.
+
+    Many servers may share one file. The tools still name a namespace (user, project or session);
+    the server stores and finds ``project`` notes under the scope ``project`` and ``session`` notes
+    under the scope ``session``, so servers with other scopes never see them. Scopes are opaque
+    strings compared exactly: the caller should pass a canonical form (e.g. a resolved path).
 
     Args:
-        db_path: the database file; created (with its directory) if missing.
+        db_path: the database file; created (with its directory) and migrated if needed.
+        project: the current project, e.g. its root path; ``''`` (the default) is the unscoped project namespace.
+        session: the current session, e.g. its id; ``''`` (the default) is the unscoped session namespace.
 
     Returns:
         An MCPServer named ``"memory"`` with the tools set, get, list, search, delete and notes_md.
@@ -203,7 +220,7 @@ def build_server(db_path: Path) -> MCPServer:
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[dict[str, Any]]:
         try:
-            db = await Database.open(db_path)
+            db = await Database.open(db_path, project=project, session=session)
         except DatabaseError as exc:
             yield {"opened": Opened(None, str(exc))}
             return
@@ -215,7 +232,9 @@ def build_server(db_path: Path) -> MCPServer:
     server: MCPServer = MCPServer(
         "memory",
         instructions=(
-            f"Notes that persist across sessions, in the namespaces {', '.join(NAMESPACES)}. "
+            f"Notes kept on disk across restarts, in the namespaces {', '.join(NAMESPACES)}. "
+            "`user` notes are shared by every project and session; `project` notes belong to the current "
+            "project, and `session` notes to the current session, so other projects and sessions never see them. "
             "`list` gives a namespace's index (key and first line); `get` pulls a body when you need it; "
             "`set` stores or replaces a note; `search` finds text; `delete` removes a note; "
             "`notes_md` shows a namespace as markdown."
@@ -233,7 +252,7 @@ def build_server(db_path: Path) -> MCPServer:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Serve the memory tools over stdio (``python -m servers.memory --db PATH``).
+    """Serve the memory tools over stdio (``python -m servers.memory --db PATH [--project SCOPE] [--session SCOPE]``).
 
     Args:
         argv: Command-line arguments without the program name; ``sys.argv[1:]`` when None.
@@ -246,5 +265,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m servers.memory", description="Serve Loom's memory notes over MCP stdio."
     )
     parser.add_argument("--db", type=Path, default=default, metavar="PATH", help=f"the database (default {default})")
+    parser.add_argument(
+        "--project",
+        default="",
+        metavar="SCOPE",
+        help="the current project (e.g. its root path): project notes are stored and found under it (default '')",
+    )
+    parser.add_argument(
+        "--session",
+        default="",
+        metavar="SCOPE",
+        help="the current session (e.g. its id): session notes are stored and found under it (default '')",
+    )
     args = parser.parse_args(argv)
-    return serve_stdio("memory", lambda: build_server(args.db))
+    return serve_stdio("memory", lambda: build_server(args.db, project=args.project, session=args.session))

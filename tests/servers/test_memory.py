@@ -19,8 +19,8 @@ pytestmark = pytest.mark.anyio
 
 
 @contextlib.asynccontextmanager
-async def connected(path: Path, mode: str = "auto") -> AsyncIterator[Client]:
-    async with Client(build_server(path), mode=mode) as client:
+async def connected(path: Path, mode: str = "auto", *, project: str = "", session: str = "") -> AsyncIterator[Client]:
+    async with Client(build_server(path, project=project, session=session), mode=mode) as client:
         yield client
 
 
@@ -151,6 +151,132 @@ async def test_an_unopenable_database_is_reported(tmp_path: Path) -> None:
         assert "cannot open the memory database" in await error_of(client, "list", namespace="user")
 
 
+def keys(result: dict[str, Any], field: str = "notes") -> list[str]:
+    return [entry["key"] for entry in result[field]]
+
+
+@pytest.mark.parametrize("mode", IN_PROCESS_MODES)
+async def test_projects_on_one_file_keep_their_project_notes_apart(tmp_path: Path, mode: str) -> None:
+    path = tmp_path / "memory.db"
+    # Both servers hold the file open at once, as two Loom sessions in different projects would.
+    async with (
+        connected(path, mode, project="/src/alpha", session="s1") as alpha,
+        connected(path, mode, project="/src/beta", session="s2") as beta,
+    ):
+        await call(alpha, "set", namespace="project", key="build", body="alpha builds with make")
+        assert (await call(beta, "set", namespace="project", key="build", body="beta builds with just"))["created_note"]
+        await call(alpha, "set", namespace="project", key="only-alpha", body="alpha secret")
+        await call(alpha, "set", namespace="user", key="editor", body="vim everywhere")
+
+        assert (await call(alpha, "get", namespace="project", key="build"))["body"] == "alpha builds with make"
+        assert (await call(beta, "get", namespace="project", key="build"))["body"] == "beta builds with just"
+        assert "no note 'only-alpha'" in await error_of(beta, "get", namespace="project", key="only-alpha")
+        assert keys(await call(alpha, "list", namespace="project")) == ["build", "only-alpha"]
+        assert keys(await call(beta, "list", namespace="project")) == ["build"]
+        assert "alpha" not in (await call(beta, "notes_md", namespace="project"))["markdown"]
+        assert keys(await call(beta, "search", query="secret"), "matches") == []
+        assert keys(await call(beta, "search", query="alpha", namespace="project"), "matches") == []
+        assert keys(await call(beta, "search", query="builds"), "matches") == ["build"]
+        assert "nothing was deleted" in await error_of(beta, "delete", namespace="project", key="only-alpha")
+
+        # user notes are one namespace for everybody
+        assert (await call(beta, "get", namespace="user", key="editor"))["body"] == "vim everywhere"
+        assert [(m["namespace"], m["key"]) for m in (await call(beta, "search", query="vim"))["matches"]] == [
+            ("user", "editor")
+        ]
+        await call(beta, "delete", namespace="project", key="build")
+        assert (await call(alpha, "get", namespace="project", key="build"))["body"] == "alpha builds with make"
+    # and a server without a project scope sees neither project's notes
+    async with connected(path) as unscoped:
+        assert (await call(unscoped, "list", namespace="project"))["notes"] == []
+        assert keys(await call(unscoped, "list", namespace="user")) == ["editor"]
+
+
+async def test_sessions_on_one_file_keep_their_session_notes_apart(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    async with (
+        connected(path, project="/src/alpha", session="s1") as first,
+        connected(path, "legacy", project="/src/alpha", session="s2") as second,
+    ):
+        await call(first, "set", namespace="session", key="todo", body="first session's plan")
+        await call(first, "set", namespace="project", key="layout", body="src/ and tests/")
+        assert (await call(second, "list", namespace="session"))["notes"] == []
+        assert "no note 'todo'" in await error_of(second, "get", namespace="session", key="todo")
+        assert keys(await call(second, "search", query="plan"), "matches") == []
+        assert (await call(second, "notes_md", namespace="session"))["markdown"] == "# session\n\n_(no notes)_\n"
+        await call(second, "set", namespace="session", key="todo", body="second session's plan")
+        assert (await call(first, "get", namespace="session", key="todo"))["body"] == "first session's plan"
+        # the same project: its notes are shared by both sessions
+        assert (await call(second, "get", namespace="project", key="layout"))["body"] == "src/ and tests/"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        rows = conn.execute("SELECT namespace, scope, key FROM notes ORDER BY namespace, scope").fetchall()
+    assert rows == [("project", "/src/alpha", "layout"), ("session", "s1", "todo"), ("session", "s2", "todo")]
+
+
+async def test_scoped_notes_persist_for_a_new_server_with_the_same_scopes(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    async with connected(path, project="/src/alpha", session="s1") as client:
+        await call(client, "set", namespace="project", key="build", body="make")
+        await call(client, "set", namespace="session", key="todo", body="resume here")
+    async with connected(path, "legacy", project="/src/alpha", session="s1") as client:
+        assert (await call(client, "get", namespace="project", key="build"))["body"] == "make"
+        assert (await call(client, "get", namespace="session", key="todo"))["body"] == "resume here"
+        index = await call(client, "list", namespace="session")
+        assert [(e["key"], e["summary"]) for e in index["notes"]] == [("todo", "resume here")]
+        assert index["notes"][0]["updated"] > 0
+    async with connected(path, project="/src/alpha", session="s2") as client:
+        assert (await call(client, "get", namespace="project", key="build"))["body"] == "make"
+        assert (await call(client, "list", namespace="session"))["notes"] == []
+
+
+async def test_a_version_1_database_is_migrated_keeping_its_notes(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        # the schema as version 1 of the server wrote it
+        conn.executescript(
+            """
+            CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            CREATE TABLE notes (
+                namespace TEXT NOT NULL, key TEXT NOT NULL, body TEXT NOT NULL,
+                created REAL NOT NULL, updated REAL NOT NULL,
+                PRIMARY KEY (namespace, key)
+            );
+            INSERT INTO meta VALUES ('schema_version', '1');
+            INSERT INTO notes VALUES ('user', 'editor', 'vim', 10.0, 11.0);
+            INSERT INTO notes VALUES ('project', 'build', 'make', 20.0, 21.0);
+            INSERT INTO notes VALUES ('session', 'todo', 'old plan', 30.0, 31.0);
+            """
+        )
+        conn.commit()
+    async with connected(path) as client:
+        assert await call(client, "get", namespace="project", key="build") == {
+            "namespace": "project",
+            "key": "build",
+            "body": "make",
+            "created": 20.0,
+            "updated": 21.0,
+        }
+        assert (await call(client, "get", namespace="session", key="todo"))["body"] == "old plan"
+    async with connected(path, project="/src/alpha", session="s1") as client:
+        assert (await call(client, "get", namespace="user", key="editor"))["body"] == "vim"
+        assert (await call(client, "list", namespace="project"))["notes"] == []
+        assert (await call(client, "set", namespace="project", key="build", body="just"))["created_note"]
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+        assert SCHEMA_VERSION == 2
+        columns = {row[1]: row for row in conn.execute("PRAGMA table_info(notes)")}
+        assert columns["scope"][2:5] == ("TEXT", 1, "''")  # type, notnull, default
+        assert [name for name, row in columns.items() if row[5]] == ["namespace", "scope", "key"]  # primary key
+        rows = conn.execute("SELECT namespace, scope, key, body FROM notes ORDER BY namespace, scope").fetchall()
+        assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name='notes_v2'").fetchall()
+    assert rows == [
+        ("project", "", "build", "make"),
+        ("project", "/src/alpha", "build", "just"),
+        ("session", "", "todo", "old plan"),
+        ("user", "", "editor", "vim"),
+    ]
+
+
 async def test_serves_over_stdio(tmp_path: Path) -> None:
     db = tmp_path / "home" / "memory.db"
     params = StdioServerParameters(
@@ -161,3 +287,28 @@ async def test_serves_over_stdio(tmp_path: Path) -> None:
         assert (await call(client, "get", namespace="project", key="k"))["body"] == "over stdio"
     with contextlib.closing(sqlite3.connect(db)) as conn:
         assert conn.execute("SELECT namespace, key, body FROM notes").fetchall() == [("project", "k", "over stdio")]
+
+
+async def test_stdio_takes_project_and_session_scopes(tmp_path: Path) -> None:
+    db = tmp_path / "memory.db"
+    args = ["-m", "servers.memory", "--db", str(db), "--project", "/src/alpha", "--session", "s1"]
+    async with Client(StdioServerParameters(command=sys.executable, args=args, cwd=str(REPO_ROOT))) as client:
+        await call(client, "set", namespace="project", key="build", body="make")
+        await call(client, "set", namespace="session", key="todo", body="plan")
+        await call(client, "set", namespace="user", key="editor", body="vim")
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        rows = conn.execute("SELECT namespace, scope, key FROM notes ORDER BY namespace").fetchall()
+    assert rows == [("project", "/src/alpha", "build"), ("session", "s1", "todo"), ("user", "", "editor")]
+    async with connected(db, project="/src/alpha", session="s1") as client:
+        assert (await call(client, "get", namespace="session", key="todo"))["body"] == "plan"
+
+
+async def test_instructions_and_namespace_help_say_who_owns_project_and_session_notes(tmp_path: Path) -> None:
+    server = build_server(tmp_path / "memory.db", project="/src/alpha", session="s1")
+    assert server.instructions is not None
+    assert "belong to the current project" in server.instructions
+    assert "to the current session" in server.instructions
+    async with Client(server) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    for name in ("set", "get", "list", "delete", "notes_md"):
+        assert "current project" in tools[name].input_schema["properties"]["namespace"]["description"]
