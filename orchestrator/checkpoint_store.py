@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 
-from orchestrator.events import EVENT_ADAPTER, Event
+from orchestrator.events import EVENT_ADAPTER, Event, ToolCallFinished
 from orchestrator.store import RunRecord, SessionRecord, SnapshotRecord, StoreError
 
 if TYPE_CHECKING:
@@ -127,6 +127,20 @@ class CheckpointStore:
             arguments["limit"] = limit
         found = await self._call("read_events", arguments)
         return [EVENT_ADAPTER.validate_json(text) for text in found["events"]]
+
+    async def find_tool_result(self, session_id: str, call_id: str) -> ToolCallFinished | None:
+        """See :meth:`orchestrator.store.Store.find_tool_result`.
+
+        Raises:
+            StoreError: the store failed, or answered with an event that is not a finished tool call.
+        """
+        text = (await self._call("find_tool_result", {"session_id": session_id, "call_id": call_id}))["event"]
+        if text is None:
+            return None
+        event = EVENT_ADAPTER.validate_json(text)
+        if not isinstance(event, ToolCallFinished):
+            raise StoreError(f"the checkpoint store at {self.path} answered find_tool_result with a {event.type} event")
+        return event
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         """See :meth:`orchestrator.store.Store.get_session`."""

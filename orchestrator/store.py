@@ -12,7 +12,7 @@ from typing import Protocol
 
 from pydantic import BaseModel
 
-from orchestrator.events import Event, RunStatus
+from orchestrator.events import Event, RunStatus, ToolCallFinished
 
 
 class SessionRecord(BaseModel):
@@ -25,6 +25,10 @@ class SessionRecord(BaseModel):
     mode: str = "bypass"
     archived: bool = False
     last_seq: int
+    context_used: int | None = None
+    """Tokens in use at the session's last ``context_watermark`` (None until one is stored)."""
+    context_window: int | None = None
+    """The context window of the session's model, from its last watermark or ``model_switched`` (None until known)."""
 
 
 class RunRecord(BaseModel):
@@ -64,7 +68,8 @@ class Store(Protocol):
         """Number the events (set ``seq``) and persist them atomically, in one transaction.
 
         Live-only events must not be passed. Session and run records are kept in step with
-        ``session_created``, ``run_started`` and ``run_finished`` events.
+        ``session_created``, ``run_started`` and ``run_finished`` events (and the others that change
+        them); a session's model and context fields follow ``context_watermark`` and ``model_switched``.
 
         Raises:
             StoreError: nothing of this batch was stored.
@@ -75,6 +80,14 @@ class Store(Protocol):
         self, session_id: str, *, after_seq: int = 0, run_id: str | None = None, limit: int | None = None
     ) -> list[Event]:
         """Events of a session with ``seq > after_seq`` in order, optionally only one run's."""
+        ...
+
+    async def find_tool_result(self, session_id: str, call_id: str) -> ToolCallFinished | None:
+        """The session's latest ``tool_call_finished`` event for ``call_id``, or None.
+
+        The latest, because a resumed run may finish the same call again. The store finds it without
+        reading the session's other events.
+        """
         ...
 
     async def get_session(self, session_id: str) -> SessionRecord | None:

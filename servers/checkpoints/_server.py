@@ -49,6 +49,12 @@ class Events(BaseModel):
     events: list[str]
 
 
+class ToolResult(BaseModel):
+    """One stored ``tool_call_finished`` event as its JSON text (like `Events`), or null."""
+
+    event: str | None
+
+
 class SessionInfo(BaseModel):
     """A session as the store indexes it."""
 
@@ -58,6 +64,10 @@ class SessionInfo(BaseModel):
     model: str
     mode: str
     archived: bool
+    context_used: int | None = None
+    """Tokens in use at the session's last context watermark (null until one is stored)."""
+    context_window: int | None = None
+    """The context window of the session's model, from its last watermark or model switch (null until known)."""
     last_seq: int
 
 
@@ -159,8 +169,9 @@ async def append_events(
     """Store a batch of events atomically (all or nothing) and number them per session.
 
     Returns ``{"seqs": [...]}``: the ``seq`` given to each event, in the order they were sent.
-    session_created, session_archived, run_started and run_finished events also update the session
-    and run index.
+    session_created, session_archived, run_queued, run_started, run_resumed and run_finished events
+    also update the session and run index; context_watermark and model_switched events update the
+    session's model and context fields.
     """
     db = _db(ctx)
     with _reported():
@@ -183,6 +194,15 @@ async def read_events(
     with _reported():
         bodies = await db.read_events(session_id, after_seq=after_seq, run_id=run_id, limit=limit)
     return Events(events=bodies)
+
+
+async def find_tool_result(
+    ctx: Context, session_id: str, call_id: Annotated[str, Field(description="the tool call's id")]
+) -> ToolResult:
+    """The session's latest ``tool_call_finished`` event for ``call_id`` (a resume may finish a call twice), or null."""
+    db = _db(ctx)
+    with _reported():
+        return ToolResult(event=await db.find_tool_result(session_id, call_id))
 
 
 async def get_session(ctx: Context, session_id: str) -> SessionLookup:
@@ -277,6 +297,7 @@ _TOOLS: list[tuple[Callable[..., Any], ToolAnnotations]] = [
     (status, _READ),
     (append_events, _WRITE),
     (read_events, _READ),
+    (find_tool_result, _READ),
     (get_session, _READ),
     (list_sessions, _READ),
     (get_run, _READ),

@@ -14,7 +14,19 @@ from mcp import StdioServerParameters
 
 from orchestrator.checkpoint_store import CheckpointStore
 from orchestrator.eventlog import EventLog
-from orchestrator.events import Event, Notice, RunFinished, RunStarted, SessionCreated, TextDelta, UserMessage
+from orchestrator.events import (
+    ContextWatermark,
+    Event,
+    ModelSwitched,
+    Notice,
+    RunFinished,
+    RunStarted,
+    SessionCreated,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    UserMessage,
+)
 from orchestrator.store import StoreError
 from servers.checkpoints import SCHEMA_VERSION, build_server
 
@@ -64,6 +76,71 @@ async def test_run_index_follows_run_events(tmp_path: Path) -> None:
         assert (await store.find_run("r_")) is not None
         session = await store.get_session("s")
         assert session is not None and session.last_seq == 4
+
+
+def _watermark(session_id: str, used: int, window: int) -> ContextWatermark:
+    return ContextWatermark(
+        session_id=session_id,
+        run_id="r_1",
+        step=1,
+        model="big",
+        used_tokens=used,
+        window=window,
+        ratio=used / window,
+        threshold=0.8,
+        source="provider",
+    )
+
+
+def _finished(session_id: str, call_id: str, content: str, run_id: str = "r_1") -> ToolCallFinished:
+    return ToolCallFinished(
+        session_id=session_id,
+        run_id=run_id,
+        step=1,
+        call_id=call_id,
+        tool="fs__read",
+        is_error=False,
+        content=content,
+        duration_ms=1.0,
+    )
+
+
+async def test_session_context_follows_watermarks_and_model_switches(tmp_path: Path) -> None:
+    path = tmp_path / "loom.db"
+    async with CheckpointStore(path) as store:
+        await store.append([SessionCreated(session_id="s", cwd="/x", model="big")])
+        fresh = await store.get_session("s")
+        assert fresh is not None and (fresh.context_used, fresh.context_window) == (None, None)
+        await store.append([_watermark("s", 10_000, 200_000)])
+        await store.append([_watermark("s", 60_000, 200_000)])
+        measured = await store.get_session("s")
+        assert measured is not None and (measured.context_used, measured.context_window) == (60_000, 200_000)
+        await store.append([ModelSwitched(session_id="s", model="small", previous="big", window=32_000)])
+    async with CheckpointStore(path) as store:  # a reopened session uses the switched model
+        [listed] = await store.list_sessions()
+    assert (listed.model, listed.context_used, listed.context_window) == ("small", 60_000, 32_000)
+
+
+async def test_find_tool_result_returns_the_latest_finish_of_a_call(tmp_path: Path) -> None:
+    async with CheckpointStore(tmp_path / "loom.db") as store:
+        events: list[Event] = [SessionCreated(session_id="s", cwd="/x", model="m")]
+        for n in range(50):
+            arguments = {"path": f"f{n}"}
+            events.append(
+                ToolCallStarted(session_id="s", run_id="r_1", step=1, call_id=f"c{n}", tool="t", arguments=arguments)
+            )
+            events.append(_finished("s", f"c{n}", f"content {n}"))
+        await store.append(events)
+        # a resumed run finishes c3 again; another session has a call of its own
+        await store.append([_finished("s", "c3", "rerun", run_id="r_1"), _finished("t", "t1", "other session")])
+        found = await store.find_tool_result("s", "c41")
+        assert found is not None and (found.call_id, found.content) == ("c41", "content 41")
+        appended = [e for e in events if isinstance(e, ToolCallFinished) and e.call_id == "c41"]
+        assert [found] == appended  # what was appended, seq included
+        again = await store.find_tool_result("s", "c3")
+        assert again is not None and again.content == "rerun"
+        assert await store.find_tool_result("s", "missing") is None
+        assert await store.find_tool_result("s", "t1") is None
 
 
 async def test_live_only_events_are_refused(tmp_path: Path) -> None:
@@ -151,6 +228,7 @@ async def test_a_version_1_database_is_migrated_in_place(tmp_path: Path) -> None
         session = await store.get_session("s_old")
         run = await store.get_run("r_old")
     assert session is not None and (session.mode, session.archived) == ("bypass", False)
+    assert (session.context_used, session.context_window) == (None, None)
     assert run is not None and (run.status, run.owner) == ("completed", "")
     with contextlib.closing(sqlite3.connect(path)) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (str(SCHEMA_VERSION),)
@@ -215,3 +293,16 @@ async def test_checkpoint_tools_stay_out_of_the_hub(tmp_path: Path) -> None:
         servers = {tool.server for tool in session.hub.tools}
         names = {tool.remote_name for tool in session.hub.tools}
     assert servers == {"fs", "shell"} and not names & {"append_events", "read_events", "snapshot_file"}
+
+
+async def test_a_stored_row_that_is_not_a_tool_result_is_reported_not_returned(tmp_path: Path) -> None:
+    path = tmp_path / "loom.db"
+    async with CheckpointStore(path) as store:
+        await store.append([SessionCreated(session_id="s", cwd="/x", model="m")])
+    with contextlib.closing(sqlite3.connect(path)) as conn:  # a row whose type column and body disagree
+        body = '{"seq":2,"session_id":"s","ts":1.0,"type":"notice","text":"x","call_id":"c"}'
+        conn.execute("INSERT INTO events VALUES ('s', 2, NULL, 'tool_call_finished', 1.0, ?)", (body,))
+        conn.commit()
+    async with CheckpointStore(path) as store:
+        with pytest.raises(StoreError, match="with a notice event"):
+            await store.find_tool_result("s", "c")

@@ -64,6 +64,7 @@ async def test_tools_serve_the_runtime_and_say_which_only_read(tmp_path: Path, m
         "status",
         "append_events",
         "read_events",
+        "find_tool_result",
         "get_session",
         "list_sessions",
         "get_run",
@@ -233,9 +234,57 @@ async def test_a_version_3_database_is_migrated_in_place(tmp_path: Path) -> None
         assert events_of(await call(client, "read_events", session_id="s_old"))[0]["mode"] == "ask"
         assert (await call(client, "append_events", events=[notice("s_old", "new")]))["seqs"] == [2]
         await call(client, "snapshot_file", session_id="s_old", checkpoint="c", path="p", content_b64=None)
+        session = (await call(client, "get_session", session_id="s_old"))["session"]
+        assert (session["context_used"], session["context_window"]) == (None, None)
     with contextlib.closing(sqlite3.connect(path)) as conn:
         assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (str(SCHEMA_VERSION),)
         assert conn.execute("SELECT count(*) FROM snapshots").fetchone() == (1,)
+
+
+V4_SCHEMA = (
+    V3_SCHEMA.replace("('schema_version', '3')", "('schema_version', '4')")
+    + """
+CREATE TABLE snapshots (
+    session_id TEXT NOT NULL, checkpoint TEXT NOT NULL, path TEXT NOT NULL,
+    existed INTEGER NOT NULL, content BLOB, ts REAL NOT NULL,
+    PRIMARY KEY (session_id, checkpoint, path));
+INSERT INTO snapshots VALUES ('s_old', 'r_old', 'a.txt', 1, X'6f6c64', 1.5);
+INSERT INTO events VALUES ('s_old', 2, 'r_old', 'tool_call_finished', 1.5,
+    '{"seq":2,"session_id":"s_old","ts":1.5,"type":"tool_call_finished","run_id":"r_old","step":1,'
+    || '"call_id":"c_old","tool":"fs__read","is_error":false,"content":"old","duration_ms":1.0}');
+"""
+)
+"""A database as schema 4 (file snapshots, no context columns) left it."""
+
+
+async def test_a_version_4_database_gains_context_columns_that_start_empty(tmp_path: Path) -> None:
+    path = tmp_path / "loom.db"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.executescript(V4_SCHEMA)
+    watermark = {
+        "type": "context_watermark",
+        "session_id": "s_old",
+        "ts": 3.0,
+        "model": "m",
+        "used_tokens": 900,
+        "window": 1000,
+        "ratio": 0.9,
+        "threshold": 0.8,
+        "source": "estimate",
+    }
+    async with connected(path) as client:
+        assert (await call(client, "status"))["schema_version"] == SCHEMA_VERSION == 5
+        session = (await call(client, "get_session", session_id="s_old"))["session"]
+        assert (session["model"], session["mode"]) == ("m", "ask")
+        assert (session["context_used"], session["context_window"]) == (None, None)
+        assert (await call(client, "read_snapshot", session_id="s_old", checkpoint="r_old", path="a.txt"))["found"]
+        found = (await call(client, "find_tool_result", session_id="s_old", call_id="c_old"))["event"]
+        assert json.loads(found)["content"] == "old"  # the migration indexed the results already stored
+        assert (await call(client, "append_events", events=[watermark]))["seqs"] == [3]
+        session = (await call(client, "get_session", session_id="s_old"))["session"]
+        assert (session["context_used"], session["context_window"], session["last_seq"]) == (900, 1000, 3)
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("5",)
 
 
 async def test_a_newer_schema_is_refused_with_advice(tmp_path: Path) -> None:
