@@ -181,6 +181,7 @@ async def compact(
     focus: str = "",
     keep_tokens: int,
     overhead_tokens: int = 0,
+    max_tokens: int = 4096,
 ) -> ContextCompacted | CompactionFailed | None:
     """Have the model summarise the older history, check the summary, and say what to record.
 
@@ -198,6 +199,7 @@ async def compact(
         focus: What to keep in most detail; empty for no preference.
         keep_tokens: As for :func:`plan_compaction`.
         overhead_tokens: Tokens every request spends besides the messages (system prompt, tools).
+        max_tokens: The most the model may write for the summary.
 
     Returns:
         ``None`` when there is nothing to compact, else the event to append.
@@ -209,7 +211,7 @@ async def compact(
     problem = ""
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
-            response = await call_model(summary_request(plan, focus=focus, problem=problem))
+            response = await call_model(summary_request(plan, focus=focus, problem=problem, max_tokens=max_tokens))
         except ModelError as exc:
             return CompactionFailed(
                 session_id=session_id,
@@ -221,6 +223,9 @@ async def compact(
             )
         summary = response.message.text.strip()
         found = check_summary(summary, plan)
+        if found is not None and response.stop_reason == "max_tokens":
+            # The likely cause of missing sections: say it, or the retry is cut off the same way.
+            found += f"; it was cut off at the output limit of {max_tokens} tokens, so write less"
         if found is None:
             event = ContextCompacted(
                 session_id=session_id,
@@ -235,7 +240,7 @@ async def compact(
                 dropped_messages=plan.dropped_messages,
                 dropped_tool_calls=plan.dropped_tool_calls,
                 tokens_before=tokens_before,
-                tokens_after=0,
+                tokens_after=0,  # set below: the summary turn's size depends on the event's own framing
                 attempts=attempt,
             )
             tokens_after = overhead_tokens + estimate_messages([summary_message(event)]) + plan.tokens_kept

@@ -70,12 +70,11 @@ def summary_request(
         f"<transcript>\n{render_transcript(plan.dropped, has_summary=plan.previous is not None)}\n</transcript>",
     ]
     if plan.instructions:
-        listed = "\n".join(
-            f"{n}. {json.dumps(text, ensure_ascii=False)}" for n, text in enumerate(plan.instructions, 1)
-        )
+        # Raw text between tags, not JSON: an escaped quote or newline copied as such would not be verbatim.
+        listed = "\n".join(f"<instruction>\n{text}\n</instruction>" for text in plan.instructions)
         parts.append(
-            "The user's instructions (JSON strings here; write their text, not the JSON escapes), each to be quoted"
-            f' verbatim under "## Goal and constraints":\n{listed}'
+            "The user's instructions, each to be quoted verbatim (the text between the tags) under \"## Goal and"
+            f' constraints":\n{listed}'
         )
     else:
         parts.append("The user gave no instructions in this part; state the goal as the transcript shows it.")

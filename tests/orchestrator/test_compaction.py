@@ -19,7 +19,7 @@ from orchestrator.compaction import (
 )
 from orchestrator.events import AssistantMessage, CompactionFailed, ContextCompacted, Event
 from orchestrator.history import rebuild_history, summary_text
-from orchestrator.messages import ToolResultBlock
+from orchestrator.messages import Message, TextBlock, ToolResultBlock
 from orchestrator.models.base import ModelRequest, ModelResponse
 from orchestrator.models.scripted import FunctionModel, ScriptedTurn
 from orchestrator.tokens import estimate_messages
@@ -324,3 +324,32 @@ def test_preview_estimates_the_saving_without_a_model() -> None:
         plan.tokens_dropped,
     )
     assert preview_compaction(log.events, keep_tokens=10**9) is None
+
+
+@pytest.mark.anyio
+async def test_a_summary_cut_off_at_the_output_limit_is_retried_with_that_said() -> None:
+    log = long_session()
+    requests: list[ModelRequest] = []
+
+    async def call_model(request: ModelRequest) -> ModelResponse:
+        requests.append(request)
+        return ModelResponse(
+            Message(role="assistant", content=[TextBlock(text="## Goal and constraints\n")]), "max_tokens"
+        )
+
+    event = await compact(
+        log.events, call_model=call_model, session_id=SESSION, run_id=None, trigger="auto", keep_tokens=3000
+    )
+    assert isinstance(event, CompactionFailed) and len(requests) == 2
+    assert "cut off at the output limit of 4096 tokens" in requests[1].messages[0].text
+
+
+def test_instructions_with_quotes_and_lines_are_shown_as_written() -> None:
+    log = long_session(turns=2)
+    log.user('Use "tabs", not spaces.\nNever push to main.')
+    log.assistant("Understood.")
+    log.turn(result_chars=4000)
+    plan = plan_compaction(log.events, keep_tokens=0)
+    assert plan is not None and 'Use "tabs", not spaces.\nNever push to main.' in plan.instructions
+    assert 'Use "tabs", not spaces.\nNever push to main.' in summary_request(plan).messages[0].text
+    assert check_summary(good_summary(plan), plan) is None
