@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from orchestrator.models.profiles import ProfileSettings
+
 DEFAULT_CALL_TIMEOUT_S = 600.0
 DEFAULT_STARTUP_TIMEOUT_S = 30.0
 
@@ -74,6 +76,8 @@ class LoomConfig:
     """Top-level ``toolTimeouts``: seconds keyed by namespaced tool name (``fs__grep``) or server name."""
     shell: ShellOptions | None = None
     """The top-level ``shell`` options, or None when the file does not set them."""
+    profiles: dict[str, ProfileSettings] = field(default_factory=dict[str, ProfileSettings])
+    """The top-level ``models``: context window and compaction threshold by model pattern."""
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -196,7 +200,31 @@ def load_config_file(path: Path) -> LoomConfig:
     servers = tuple(parse_server(str(name), raw, str(path)) for name, raw in servers_raw.items())
     tool_timeouts_s = _timeouts(data.get("toolTimeouts"), f"{path}: toolTimeouts")
     shell = _shell(data["shell"], f"{path}: shell") if "shell" in data else None
-    return LoomConfig(model=model, servers=servers, tool_timeouts_s=tool_timeouts_s, shell=shell)
+    profiles = _profiles(data.get("models"), f"{path}: models")
+    return LoomConfig(model=model, servers=servers, tool_timeouts_s=tool_timeouts_s, shell=shell, profiles=profiles)
+
+
+def _profiles(raw: object, where: str) -> dict[str, ProfileSettings]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f'{where} must be an object like {{"openai:my-model": {{"contextWindow": 32000}}}}')
+    profiles: dict[str, ProfileSettings] = {}
+    for pattern, entry in raw.items():
+        here = f"{where}.{pattern}"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{here} must be an object with 'contextWindow' and/or 'compactAt'")
+        unknown = sorted(set(entry) - {"contextWindow", "compactAt"})
+        if unknown:
+            raise ConfigError(f"{here}: unknown key {unknown[0]!r}; the keys are 'contextWindow' and 'compactAt'")
+        window = entry.get("contextWindow")
+        if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1000):
+            raise ConfigError(f"{here}.contextWindow must be a whole number of tokens, at least 1000")
+        at = entry.get("compactAt")
+        if at is not None and (isinstance(at, bool) or not isinstance(at, int | float) or not 0.1 <= at < 1):
+            raise ConfigError(f"{here}.compactAt must be a ratio between 0.1 and 1 (0.8 compacts at 80%)")
+        profiles[str(pattern)] = ProfileSettings(window, None if at is None else float(at))
+    return profiles
 
 
 def _shell(raw: object, where: str) -> ShellOptions:
@@ -231,6 +259,7 @@ def load_config(home: Path, project: Path, extra: Path | None = None) -> LoomCon
     servers: dict[str, ServerConfig] = {}
     tool_timeouts_s: dict[str, float] = {}
     shell: ShellOptions | None = None
+    profiles: dict[str, ProfileSettings] = {}
     for path in candidates:
         if not path.is_file():
             continue
@@ -239,4 +268,7 @@ def load_config(home: Path, project: Path, extra: Path | None = None) -> LoomCon
         servers.update({s.name: s for s in cfg.servers})
         tool_timeouts_s.update(cfg.tool_timeouts_s)
         shell = cfg.shell or shell
-    return LoomConfig(model=model, servers=tuple(servers.values()), tool_timeouts_s=tool_timeouts_s, shell=shell)
+        profiles.update(cfg.profiles)
+    return LoomConfig(
+        model=model, servers=tuple(servers.values()), tool_timeouts_s=tool_timeouts_s, shell=shell, profiles=profiles
+    )

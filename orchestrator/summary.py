@@ -91,7 +91,7 @@ def summary_request(
     if problem:
         parts.append(f"Your previous summary was rejected: {problem}\nWrite the whole summary again, fixing this.")
     message = Message(role="user", content=[TextBlock(text="\n\n".join(parts))])
-    return ModelRequest(system=SYSTEM_PROMPT, messages=[message], tools=(), max_tokens=max_tokens)
+    return ModelRequest(system=SYSTEM_PROMPT, messages=[message], tools=(), max_tokens=max_tokens, purpose="summary")
 
 
 def render_transcript(messages: Sequence[Message], *, has_summary: bool = False) -> str:

@@ -39,6 +39,9 @@ class ModelRequest:
     messages: Sequence[Message]
     tools: Sequence[ToolSpec] = ()
     max_tokens: int = 4096
+    purpose: Literal["turn", "summary"] = "turn"
+    """``summary``: a compaction asks for a summary of the conversation, outside it (providers ignore this;
+    the scripted model answers it from its ``summaries`` or writes one itself)."""
 
 
 @dataclass(frozen=True, slots=True)

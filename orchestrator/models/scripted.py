@@ -54,7 +54,11 @@ class Script(BaseModel):
     """A whole script."""
 
     notice: str = ""
+    context_window: int | None = Field(None, ge=100)
+    """The window this model claims (tokens); small values let a short script cross the compaction threshold."""
     turns: list[ScriptedTurn]
+    summaries: list[ScriptedTurn] = Field(default_factory=list)
+    """Answers to compaction requests, in order; past the end the model writes a summary itself."""
 
 
 class ScriptedModel:
@@ -64,6 +68,7 @@ class ScriptedModel:
         self._script = script
         self._label = label
         self._next = 0
+        self._summaries = 0
         self._ids: dict[str, str] = {}
         self.requests: list[ModelRequest] = []
         """Every request received, for tests that assert what the model was shown."""
@@ -87,9 +92,14 @@ class ScriptedModel:
         return cls(script, label=label or str(path))
 
     @classmethod
-    def from_turns(cls, turns: Sequence[Mapping[str, Any] | ScriptedTurn], notice: str = "") -> ScriptedModel:
+    def from_turns(
+        cls, turns: Sequence[Mapping[str, Any] | ScriptedTurn], notice: str = "", *, context_window: int | None = None
+    ) -> ScriptedModel:
         """Build a model from turns given inline (tests)."""
-        return cls(Script(notice=notice, turns=[ScriptedTurn.model_validate(t) for t in turns]), label="inline")
+        script = Script(
+            notice=notice, context_window=context_window, turns=[ScriptedTurn.model_validate(t) for t in turns]
+        )
+        return cls(script, label="inline")
 
     @property
     def name(self) -> str:
@@ -97,13 +107,27 @@ class ScriptedModel:
         return f"scripted:{self._label}"
 
     @property
+    def context_window(self) -> int | None:
+        """The script's ``context_window``, if it sets one (see :mod:`orchestrator.models.profiles`)."""
+        return self._script.context_window
+
+    @property
     def notice(self) -> str:
         """The script's own notice, shown before a run."""
         return self._script.notice
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        """Play the next turn."""
+        """Play the next turn (or, for a compaction's request, the next summary)."""
         self.requests.append(request)
+        if request.purpose == "summary":
+            # Summaries are a separate track, so that a compaction does not shift the conversation's turns.
+            index = self._summaries
+            self._summaries += 1
+            summaries = self._script.summaries
+            turn = summaries[index] if index < len(summaries) else ScriptedTurn(text=write_summary(request))
+            async for event in _play(turn, index, request, {}):
+                yield event
+            return
         index = self._next
         self._next += 1
         if index >= len(self._script.turns):
@@ -117,10 +141,18 @@ class ScriptedModel:
 class FunctionModel:
     """A model whose every answer comes from a Python function (tests)."""
 
-    def __init__(self, fn: Callable[[ModelRequest], ScriptedTurn | dict[str, Any]], name: str = "function") -> None:
+    def __init__(
+        self,
+        fn: Callable[[ModelRequest], ScriptedTurn | dict[str, Any]],
+        name: str = "function",
+        *,
+        context_window: int | None = None,
+    ) -> None:
         self._fn = fn
         self._name = name
         self._calls = 0
+        self.context_window = context_window
+        """The window this model claims, if any (see :mod:`orchestrator.models.profiles`)."""
 
     @property
     def name(self) -> str:
@@ -191,6 +223,35 @@ def _fill_any(value: Any, results: dict[str, str]) -> Any:
     if isinstance(value, dict):
         return {k: _fill_any(v, results) for k, v in value.items()}
     return value
+
+
+_INSTRUCTION = re.compile(r"<instruction>\n(.*?)\n</instruction>", re.DOTALL)
+_TOOL_CALL = re.compile(r"^\[tool call [^\]:]*: ([^\]]+)\]$", re.MULTILINE)
+
+
+def write_summary(request: ModelRequest) -> str:
+    """A compaction summary made from the request itself, as a model would be asked to write it.
+
+    Deterministic and honest: the user's instructions quoted verbatim from the request, the tool calls
+    counted by name, and nothing claimed beyond that. It lets scripted sessions (tests, the demo) compact
+    without scripting every summary.
+    """
+    text = "".join(m.text for m in request.messages)
+    instructions = _INSTRUCTION.findall(text)
+    calls = _TOOL_CALL.findall(text)
+    counted = {name: calls.count(name) for name in dict.fromkeys(calls)}
+    goal = "\n".join(f'- "{i}"' for i in instructions) or "- none stated in this part"
+    work = "\n".join(
+        f"- {name}: {n} call{'s' if n != 1 else ''} (results in the transcript)" for name, n in counted.items()
+    )
+    return (
+        f"## Goal and constraints\n{goal}\n\n"
+        "## Decisions\nnone recorded\n\n"
+        "## Files and state\nas the tool results showed; see the calls below\n\n"
+        f"## Work done\n{work or 'none'}\n\n"
+        "## Open items\nnone known\n\n"
+        "## Next step\ncontinue with the user's latest request"
+    )
 
 
 def dump_script(script: Script) -> str:
