@@ -32,7 +32,7 @@ from benchmarks.calls import build_bench_server, raw_call_times
 from orchestrator.checkpoint_store import CheckpointStore
 from orchestrator.embedded import embedded_runtime
 from orchestrator.eventlog import EventLog
-from orchestrator.events import Event, SessionCreated
+from orchestrator.events import Event, SessionCreated, ToolCallFinished
 from orchestrator.hub import Hub, ToolOutcome
 from orchestrator.messages import ToolResultBlock
 from orchestrator.models.base import Model, ModelEvent, ModelRequest
@@ -190,6 +190,10 @@ class TimingStore:
     async def read_snapshot(self, session_id: str, checkpoint: str, path: str) -> tuple[bool, bytes | None] | None:
         """Forward."""
         return await self.inner.read_snapshot(session_id, checkpoint, path)
+
+    async def find_tool_result(self, session_id: str, call_id: str) -> ToolCallFinished | None:
+        """Forward."""
+        return await self.inner.find_tool_result(session_id, call_id)
 
 
 class TimingHub(Hub):

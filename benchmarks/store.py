@@ -174,6 +174,13 @@ class CountingStore:
         self._record("read_snapshot", started)
         return found
 
+    async def find_tool_result(self, session_id: str, call_id: str) -> ToolCallFinished | None:
+        """Forward and count."""
+        started = time.perf_counter()
+        found = await self.inner.find_tool_result(session_id, call_id)
+        self._record("find_tool_result", started)
+        return found
+
 
 def parallel_script(steps: int, calls: int) -> ScriptedModel:
     """``steps`` turns that each make ``calls`` parallel ``bench__ping`` calls, then a final answer."""

@@ -45,6 +45,7 @@ async def embedded_runtime(
                 servers=config.servers,
                 tool_timeouts=config.tool_timeouts_s,
                 shell=config.shell,
+                profiles=config.profiles,
             )
 
 

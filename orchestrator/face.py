@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from orchestrator.approvals import PendingApproval
 from orchestrator.events import Event
+from orchestrator.face_context import add_context_tools
 from orchestrator.face_rewind import add_rewind_tools
 from orchestrator.host import HostError, RunView, SessionHost
 from orchestrator.models import ModelSpecError, default_model_spec, resolve_model
@@ -47,6 +48,13 @@ class SessionInfo(BaseModel):
     """The newest event's seq; read_events(after_seq=last_seq) waits for what comes next."""
     state: str = "idle"
     """``active`` (a run is in progress), ``idle`` or ``archived``."""
+    context_used: int | None = None
+    """Tokens the model's context held after its last call (or compaction); null before the first."""
+    context_window: int | None = None
+    """The model's context window in tokens."""
+    context_ratio: float | None = None
+    """The watermark: context_used / context_window. Past the model's threshold (0.8 by default) the session
+    compacts before its next model call; compact_session does it on request."""
 
 
 class SessionList(BaseModel):
@@ -118,6 +126,13 @@ def _session(record: SessionRecord, state: str) -> SessionInfo:
         archived=record.archived,
         last_seq=record.last_seq,
         state=state,
+        context_used=record.context_used,
+        context_window=record.context_window,
+        context_ratio=(
+            round(record.context_used / record.context_window, 4)
+            if record.context_used is not None and record.context_window
+            else None
+        ),
     )
 
 
@@ -313,6 +328,7 @@ def build_face(host: SessionHost) -> MCPServer:
     review_approval.__annotations__["answer"] = Annotated[ElicitationResult[ApprovalAnswer], Resolve(ask_reviewer)]
     face.add_tool(review_approval, name="review_approval", description=inspect.getdoc(review_approval))
     add_rewind_tools(face, host)
+    add_context_tools(face, host)
     return face
 
 

@@ -30,6 +30,7 @@ from orchestrator.events import (
     UserMessage,
 )
 from orchestrator.messages import Message, TextBlock, ToolResultBlock
+from orchestrator.truncation import clip_result
 
 INTERRUPTED_RESULT = "no result: Loom stopped before this call finished; its effect is unknown"
 
@@ -148,8 +149,9 @@ def _rebuild(events: Iterable[Event], *, open_tail: bool) -> tuple[list[Message]
             history.append(event.message)
             pending.extend(b.id for b in event.message.tool_uses)
         elif isinstance(event, ToolCallFinished):
+            # Cut as the loop cut it when the result came in: the rebuilt context is what the model saw.
             results[event.call_id] = ToolResultBlock(
-                tool_use_id=event.call_id, content=event.content, is_error=event.is_error
+                tool_use_id=event.call_id, content=clip_result(event.content, event.call_id), is_error=event.is_error
             )
         elif isinstance(event, RunResumed):
             note.append(event.note)

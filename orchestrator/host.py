@@ -211,12 +211,13 @@ class SessionHost:
             HostError: no such session, or a run of it is still going.
         """
         record = await self.record(session_id)
-        self._check_idle(session_id)
+        self.check_idle(session_id)
         if not record.archived:
             await self.runtime.log.append(SessionArchived(session_id=session_id))
         return await self.record(session_id)
 
-    def _check_idle(self, session_id: str) -> None:
+    def check_idle(self, session_id: str) -> None:
+        """Refuse (HostError) while a run of the session is in progress in this process."""
         if any(h.session_id == session_id and not h.done.is_set() for h in self.runs.values()):
             raise HostError(f"session {session_id!r} has a run in progress; cancel it first")
 
@@ -227,7 +228,7 @@ class SessionHost:
             HostError: no such session, a run of it is going, or ``to_run_id`` is not one of its runs.
         """
         record = await self.record(session_id)
-        self._check_idle(session_id)
+        self.check_idle(session_id)
         try:
             return await rewind(self.runtime.log, record, to_run_id)
         except RewindError as exc:

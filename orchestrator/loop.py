@@ -12,18 +12,25 @@ message and the calls it starts in one store batch, each result as it arrives.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.lowlevel
 
 from orchestrator.approvals import Approvals
 from orchestrator.eventlog import EventLog
-from orchestrator.events import ApprovalKind, AssistantMessage, RunStatus
+from orchestrator.events import ApprovalKind, AssistantMessage, Event, RunStatus
 from orchestrator.hub import Hub, ToolOutcome
 from orchestrator.messages import Message, ToolResultBlock, ToolUseBlock
-from orchestrator.models.base import Model, ToolSpec
+from orchestrator.models.base import Model, ModelRequest, ModelResponse, ToolSpec
 from orchestrator.steps import EmbeddedSteps, Steps, finished_event, started_event
+from orchestrator.truncation import clip_result
+
+if TYPE_CHECKING:
+    from orchestrator.compactor import Compactor
+    from orchestrator.watermark import ContextMeter
 
 
 @dataclass(slots=True)
@@ -43,6 +50,10 @@ class RunContext:
     """The session's approvals; None runs every valid call (no policy)."""
     steps: Steps = field(default_factory=EmbeddedSteps)
     """Where model and tool calls happen and are journalled (the seam a durable engine replaces)."""
+    meter: ContextMeter | None = None
+    """Counts the context after each model call (a ``context_watermark`` event); None records none."""
+    compactor: Compactor | None = None
+    """Compacts the history before a model call that would pass the threshold; None never compacts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +79,10 @@ async def run_loop(ctx: RunContext) -> LoopResult:
         # Event-log writes are shielded, so a cancel that lands during one is honoured here.
         await anyio.lowlevel.checkpoint_if_cancelled()
         ctx.step += 1
+        if ctx.compactor is not None:
+            await ctx.compactor.before_model_call(
+                ctx.history, system=ctx.system, tools=tools, run_id=ctx.run_id, call_model=_summarizer(ctx)
+            )
         response, model_ms = await ctx.steps.model(ctx, tools)
         message = response.message
         ctx.history.append(message)
@@ -84,10 +99,23 @@ async def run_loop(ctx: RunContext) -> LoopResult:
             duration_ms=model_ms,
         )
         refusals = [finished_event(ctx, use, outcome, 0.0) for use, outcome in refused]
+        recorded: list[Event] = [assistant]
+        if ctx.meter is not None:
+            recorded.append(
+                ctx.meter.observe(
+                    response.usage,
+                    ctx.system,
+                    ctx.history,
+                    tools,
+                    session_id=ctx.session_id,
+                    run_id=ctx.run_id,
+                    step=ctx.step,
+                )
+            )
         if not to_ask:  # the hot path: one store batch per step
-            await ctx.log.append(assistant, *(started_event(ctx, use) for use in approved), *refusals)
+            await ctx.log.append(*recorded, *(started_event(ctx, use) for use in approved), *refusals)
         else:
-            await ctx.log.append(assistant, *refusals)
+            await ctx.log.append(*recorded, *refusals)
             allowed, denied = await ask_calls(ctx, to_ask)
             approved = [u for u in uses if u in approved or u in allowed]
             refused.extend(denied)
@@ -165,7 +193,17 @@ async def run_tools(
         async with anyio.create_task_group() as tg:
             for use in approved:
                 tg.start_soon(one, use)
+    # The store keeps each output whole; the model gets it cut to size, with a way to fetch the rest.
     return [
-        ToolResultBlock(tool_use_id=u.id, content=outcomes[u.id].content, is_error=outcomes[u.id].is_error)
+        ToolResultBlock(
+            tool_use_id=u.id, content=clip_result(outcomes[u.id].content, u.id), is_error=outcomes[u.id].is_error
+        )
         for u in uses
     ]
+
+
+def _summarizer(ctx: RunContext) -> Callable[[ModelRequest], Awaitable[ModelResponse]]:
+    async def call(request: ModelRequest) -> ModelResponse:
+        return await ctx.steps.complete(ctx, request)
+
+    return call

@@ -16,13 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 
 from orchestrator.approvals import Approvals, approved_for_session
+from orchestrator.compactor import KEEP_SHARE, CompactionReport, Compactor, SwitchError
 from orchestrator.config import ServerConfig, ShellOptions
-from orchestrator.context import system_prompt
+from orchestrator.context import base_prompt, build_system_prompt
 from orchestrator.eventlog import EventLog
 from orchestrator.events import (
     ModelRetry,
+    ModelSwitched,
     Notice,
     RunFinished,
     RunStarted,
@@ -32,15 +35,20 @@ from orchestrator.events import (
 )
 from orchestrator.history import rebuild_history
 from orchestrator.hub import Hub
+from orchestrator.instructions import project_root
 from orchestrator.loop import LoopResult, RunContext, run_loop
 from orchestrator.messages import Message, TextBlock
 from orchestrator.models.base import Model, ModelError
+from orchestrator.models.profiles import ModelProfile, ProfileSettings, profile_for
 from orchestrator.models.retry import RetryingModel, RetryPolicy
 from orchestrator.owner import owner_alive, this_process
 from orchestrator.policy.rules import Rule, load_rules
 from orchestrator.resume import RESUMABLE, ResumeError, find_resume_point, resume_loop
+from orchestrator.session_tools import build_session_tools
 from orchestrator.snapshots import FileSnapshots
+from orchestrator.steps import complete
 from orchestrator.store import RunRecord, StoreError
+from orchestrator.watermark import ContextMeter
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +86,8 @@ class Session:
         history: list[Message] | None = None,
         rules: Sequence[Rule] = (),
         headless: bool = False,
+        home: Path | None = None,
+        profiles: Mapping[str, ProfileSettings] | None = None,
     ) -> None:
         self.id = session_id
         self.cwd = cwd
@@ -91,6 +101,13 @@ class Session:
         self._lock = anyio.Lock()
         self.snapshots: FileSnapshots | None = None
         """Where the fs server's changes are snapshotted for rewind (set by the runtime)."""
+        self.home = home
+        """Loom's home, for user instruction files and skills; None leaves the prompt at Loom's base."""
+        self.profiles = dict(profiles or {})
+        self.meter = ContextMeter(model.name, self._profile(model))
+        self.compactor = Compactor(session_id, log, self.meter)
+        self._told: set[str] = set()
+        """Problems with instruction files or skills already reported in this session (once is enough)."""
 
     async def run(
         self,
@@ -147,6 +164,17 @@ class Session:
 
             return await self._drive(self._context(run_id, point.max_steps), retry, body)
 
+    async def system_prompt(self, run_id: str | None = None) -> str:
+        """The system prompt as of now: instruction files, skills and memory are read afresh each run."""
+        if self.home is None:
+            return base_prompt(self.cwd)
+        prompt = await build_system_prompt(self.cwd, self.home, self.hub)
+        new = [p for p in prompt.problems if p not in self._told]
+        if new:
+            self._told.update(new)
+            await self.log.append(*(Notice(session_id=self.id, run_id=run_id, level="warning", text=p) for p in new))
+        return prompt.text
+
     def _context(self, run_id: str, max_steps: int) -> RunContext:
         if self.snapshots is not None:
             self.snapshots.run_id = run_id  # files changed from now on are snapshotted under this run
@@ -156,11 +184,89 @@ class Session:
             model=self.model,
             hub=self.hub,
             log=self.log,
-            system=system_prompt(self.cwd),
+            system="",  # assembled in ``_drive``, where a cancel or a failure is recorded as the run's end
             history=self.history,
             max_steps=max_steps,
             approvals=self.approvals,
+            meter=self.meter,
+            compactor=self.compactor,
         )
+
+    def _profile(self, model: Model) -> ModelProfile:
+        return profile_for(model.name, self.profiles, own_window=getattr(model, "context_window", None))
+
+    async def compact(self, *, focus: str = "", preview: bool = False) -> CompactionReport:
+        """Compact the history now (``preview``: only estimate what it would do, without calling the model).
+
+        Waits for a run in progress to end first (the session serialises runs and compactions).
+
+        Raises:
+            orchestrator.store.StoreError: the outcome could not be recorded.
+        """
+        async with self._lock:
+            system = await self.system_prompt()
+            tools = [t.spec for t in self.hub.tools]
+            before = self.meter.used(system, self.history, tools)
+            if preview:
+                found = await self.compactor.preview(system=system, tools=tools)
+                if found is None:
+                    return CompactionReport.of(None, before)
+                return CompactionReport("preview", before, found.tokens_after, preview=found)
+            model = self._retrying(None, None)
+            event = await self.compactor.compact(
+                self.history,
+                system=system,
+                tools=tools,
+                run_id=None,
+                trigger="manual",
+                focus=focus,
+                call_model=lambda request: complete(model, request),
+            )
+            return CompactionReport.of(event, before)
+
+    async def switch_model(self, model: Model) -> CompactionReport | None:
+        """Use ``model`` from the next run on, compacting first if the history would crowd its window.
+
+        Returns:
+            The compaction that ran first, if one was needed.
+
+        Raises:
+            SwitchError: the history does not fit the new model's window and could not be compacted.
+        """
+        async with self._lock:
+            profile = self._profile(model)
+            system = await self.system_prompt()
+            tools = [t.spec for t in self.hub.tools]
+            used = self.meter.used(system, self.history, tools)
+            report: CompactionReport | None = None
+            if used / profile.context_window >= profile.compact_threshold:
+                # The current model summarises: it is the one whose window still holds the whole history.
+                current = self._retrying(None, None)
+                event = await self.compactor.compact(
+                    self.history,
+                    system=system,
+                    tools=tools,
+                    run_id=None,
+                    trigger="model_switch",
+                    call_model=lambda request: complete(current, request),
+                    # What is kept must leave the new, smaller window room to work in.
+                    keep_tokens=int(profile.context_window * KEEP_SHARE),
+                )
+                report = CompactionReport.of(event, used)
+                used = self.meter.used(system, self.history, tools)
+                if used > profile.context_window:
+                    raise SwitchError(
+                        f"the history ({used:,} tokens) does not fit {model.name}'s window "
+                        f"({profile.context_window:,}) and compaction could not shrink it enough "
+                        f"({report.detail}); the session keeps {self.model.name}"
+                    )
+            previous = self.model.name
+            await self.log.append(
+                ModelSwitched(session_id=self.id, model=model.name, previous=previous, window=profile.context_window)
+            )
+            self.model = model
+            self.meter.reset(model.name, profile)
+            return report
 
     async def _drive(
         self, ctx: RunContext, retry: RetryPolicy | None, body: Callable[[RunContext], Awaitable[LoopResult]]
@@ -168,6 +274,7 @@ class Session:
         """Run ``body`` to a final status and record it, whatever happens (the caller holds the lock)."""
         ctx.model = self._retrying(ctx, retry)
         try:
+            ctx.system = await self.system_prompt(ctx.run_id)
             result = await body(ctx)
         except anyio.get_cancelled_exc_class():
             ended = (
@@ -188,13 +295,13 @@ class Session:
         await self._finish(ctx, result)
         return RunResult(ctx.run_id, result.status, result.reason, result.final_text, result.steps)
 
-    def _retrying(self, ctx: RunContext, policy: RetryPolicy | None) -> Model:
+    def _retrying(self, ctx: RunContext | None, policy: RetryPolicy | None) -> Model:
         async def on_retry(attempt: int, delay_s: float, error: ModelError) -> None:
             await self.log.append(
                 ModelRetry(
                     session_id=self.id,
-                    run_id=ctx.run_id,
-                    step=ctx.step,
+                    run_id=ctx.run_id if ctx is not None else "",
+                    step=ctx.step if ctx is not None else 0,
                     attempt=attempt,
                     delay_s=round(delay_s, 3),
                     error=str(error),
@@ -231,9 +338,12 @@ class Runtime:
         servers: Sequence[ServerConfig] = (),
         tool_timeouts: Mapping[str, float] | None = None,
         shell: ShellOptions | None = None,
+        profiles: Mapping[str, ProfileSettings] | None = None,
     ) -> None:
         self.log = log
         self.home = home
+        self.profiles = dict(profiles or {})
+        """The config's ``models``: context windows and compaction thresholds by model pattern."""
         self.servers = tuple(servers)
         self.tool_timeouts = dict(tool_timeouts or {})
         """Per-call limits by namespaced tool or server name (the config's top-level ``toolTimeouts``)."""
@@ -257,7 +367,7 @@ class Runtime:
         ``rules`` already loaded by the caller spare a second read of the policy files.
         The tools are disconnected when the context exits; the session itself stays in the store.
         """
-        from servers import fs, shell
+        from servers import fs, memory, shell
 
         if rules is None:
             rules = load_rules(cwd)  # PolicyError (naming the file and rule) before anything is recorded
@@ -279,16 +389,30 @@ class Runtime:
             await self.log.append(ServerFailed(session_id=session_id, server=server, error=error))
 
         snapshots = FileSnapshots(self.log.store, session_id)
+        project = await anyio.to_thread.run_sync(project_root, cwd)
         internal = {
             "fs": fs.build_server([cwd], before_change=snapshots.before_change),
             "shell": shell.build_server(cwd, sandbox=self.shell.sandbox, network=self.shell.network),
+            # One memory file for everything; project and session notes are scoped to this project and session.
+            "memory": memory.build_server(self.home / "memory.db", project=str(project), session=session_id),
+            "loom": build_session_tools(self.log.store, session_id, home=self.home, project=project),
         }
         hub = Hub(
             internal, self.servers, log_dir=self.home / "logs", on_failure=on_failure, timeouts=self.tool_timeouts
         )
         async with hub:
             session = Session(
-                session_id, cwd, model, hub, self.log, mode=mode, history=history, rules=rules, headless=headless
+                session_id,
+                cwd,
+                model,
+                hub,
+                self.log,
+                mode=mode,
+                history=history,
+                rules=rules,
+                headless=headless,
+                home=self.home,
+                profiles=self.profiles,
             )
             session.approvals.allowed_tools |= approved
             session.snapshots = snapshots

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from orchestrator.events import TextDelta, ToolCallFinished, ToolCallStarted
 from orchestrator.messages import ToolUseBlock
-from orchestrator.models.base import ModelError, ModelRequest, ModelResponse, ToolSpec
+from orchestrator.models.base import Model, ModelError, ModelRequest, ModelResponse, ToolSpec
 from orchestrator.models.base import TextDelta as ModelTextDelta
 from orchestrator.outcomes import ToolOutcome
 
@@ -42,6 +42,14 @@ class Steps(Protocol):
         """Run one approved tool call (its start is already journalled) and journal its result."""
         ...
 
+    async def complete(self, ctx: RunContext, request: ModelRequest) -> ModelResponse:
+        """A model call outside the conversation (a compaction's summary): nothing is streamed to clients.
+
+        Raises:
+            orchestrator.models.base.ModelError: the call failed for good.
+        """
+        ...
+
 
 class EmbeddedSteps:
     """Steps in this process, journalled in Loom's own event log."""
@@ -62,12 +70,27 @@ class EmbeddedSteps:
             raise ModelError(f"{ctx.model.name} ended its stream without a response", transient=True)
         return response, ms_since(started)
 
+    async def complete(self, ctx: RunContext, request: ModelRequest) -> ModelResponse:
+        """See :meth:`Steps.complete`; its record is the event the caller makes of the answer."""
+        return await complete(ctx.model, request)
+
     async def tool(self, ctx: RunContext, use: ToolUseBlock) -> ToolOutcome:
         """See :meth:`Steps.tool`."""
         started = time.perf_counter()
         outcome = await ctx.hub.dispatch(use.name, use.input)
         await ctx.log.append(finished_event(ctx, use, outcome, ms_since(started)))
         return outcome
+
+
+async def complete(model: Model, request: ModelRequest) -> ModelResponse:
+    """Run one model call to its response, ignoring the text deltas (no one watches a summary being written)."""
+    response: ModelResponse | None = None
+    async for event in model.stream(request):
+        if isinstance(event, ModelResponse):
+            response = event
+    if response is None:
+        raise ModelError(f"{model.name} ended its stream without a response", transient=True)
+    return response
 
 
 def started_event(ctx: RunContext, use: ToolUseBlock) -> ToolCallStarted:

@@ -9,8 +9,8 @@ Order of precedence, in every mode:
 4. ``bypass`` allows everything else.
 5. A matching ``ask`` rule asks; then a matching ``allow`` rule allows.
 6. The mode's default, from the tool's MCP annotations: read-only tools run; in ``accept-edits`` file edits inside
-   the workspace also run; everything else asks. A tool without annotations is treated as side-effecting, since
-   nothing says otherwise.
+   the workspace and notes saved in Loom's memory also run; everything else asks. A tool without annotations is
+   treated as side-effecting, since nothing says otherwise.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ MODES: tuple[Mode, ...] = ("ask", "accept-edits", "plan", "bypass")
 Verdict = Literal["allow", "ask", "deny"]
 # Loom's own file server; its non-read-only tools are the "edits" that accept-edits lets through in the workspace.
 FS_SERVER = "fs"
+# Loom's own notes: saving one is an edit of Loom's memory, which accept-edits lets through (deleting one asks).
+MEMORY_SERVER = "memory"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +92,11 @@ def _workspace_edit(call: _Call, annotations: mt.ToolAnnotations | None) -> bool
         return False
     root = os.path.realpath(call.cwd)
     return bool(call.paths) and all(_inside(path, root) for path in call.paths)
+
+
+def _memory_note(call: _Call, annotations: mt.ToolAnnotations | None) -> bool:
+    """A non-destructive tool of Loom's memory server (saving a note; deleting one is destructive)."""
+    return server_of(call.tool_name) == MEMORY_SERVER and annotations is not None and not annotations.destructive_hint
 
 
 def decide(
@@ -159,6 +166,8 @@ def decide(
         return Decision(
             "allow", f"{tool_name} edits files inside the workspace, and the session's mode is 'accept-edits'"
         )
+    if mode == "accept-edits" and _memory_note(call, annotations):
+        return Decision("allow", f"{tool_name} saves a note in Loom's memory, and the session's mode is 'accept-edits'")
     what = (
         "has no MCP annotations, so it is treated as side-effecting"
         if annotations is None

@@ -299,7 +299,9 @@ class Database:
                 await self._index(event)
             await db.execute("COMMIT")
         except BaseException:
-            with anyio.CancelScope(shield=True):
+            # On some errors (SQLITE_FULL, SQLITE_IOERR) SQLite has already rolled the transaction back, and
+            # ROLLBACK would fail with "no transaction is active", hiding the error that says what to do.
+            with anyio.CancelScope(shield=True), contextlib.suppress(sqlite3.Error):
                 await db.execute("ROLLBACK")
             raise
         if any(e["type"] == "run_finished" for e in indexed):

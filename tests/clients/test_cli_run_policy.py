@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.events import ApprovalRequested, SessionCreated, ToolCallFinished
+from orchestrator.events import ApprovalRequested, AssistantMessage, SessionCreated, ToolCallFinished
 from tests.clients.cli_support import CliResult, run_loom, write_script
 
 WRITE_THEN_SHELL: list[dict[str, Any]] = [
@@ -95,7 +95,8 @@ def test_default_mode_runs_edits_and_denies_the_shell_telling_the_model(outcomes
     assert not (outcome.project / "ran.txt").exists()
     shell = outcome.finished("shell__run")
     assert shell.failure == "denied" and "headless" in shell.content and "policy.toml" in shell.content
-    assert "shell said: denied by policy" in outcome.result.events()[-2].model_dump_json()
+    last = [e for e in outcome.result.events() if isinstance(e, AssistantMessage)][-1]
+    assert "shell said: denied by policy" in last.message.text
 
 
 def test_an_ask_rule_is_a_denial_in_a_headless_run(outcomes: dict[str, Outcome]) -> None:

@@ -501,7 +501,9 @@ class CrashTest:
                 if event["type"] == "assistant_message":
                     # One store batch: the answer and the calls it starts (bypass: no call waits or is refused).
                     uses = [b["id"] for b in event["message"]["content"] if b["type"] == "tool_use"]
-                    batch = [e.get("call_id") for e in ordered[i + 1 : i + 1 + len(uses)]]
+                    # The context watermark is part of that batch, between the answer and its starts.
+                    after = [e for e in ordered[i + 1 : i + 2 + len(uses)] if e["type"] != "context_watermark"]
+                    batch = [e.get("call_id") for e in after[: len(uses)]]
                     assert batch == uses, (
                         f"{where}: seq {event['seq']} of {state.session_id} is not stored with its starts"
                     )

@@ -292,7 +292,8 @@ async def test_checkpoint_tools_stay_out_of_the_hub(tmp_path: Path) -> None:
     async with embedded_runtime(tmp_path) as runtime, runtime.open_session(tmp_path, model) as session:
         servers = {tool.server for tool in session.hub.tools}
         names = {tool.remote_name for tool in session.hub.tools}
-    assert servers == {"fs", "shell"} and not names & {"append_events", "read_events", "snapshot_file"}
+    assert servers == {"fs", "shell", "memory", "loom"}
+    assert not names & {"append_events", "read_events", "snapshot_file", "find_tool_result"}
 
 
 async def test_a_stored_row_that_is_not_a_tool_result_is_reported_not_returned(tmp_path: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from orchestrator.events import (
@@ -213,7 +212,8 @@ def test_rebuild_context_locates_assistant_messages_by_seq() -> None:
         assert isinstance(event, AssistantMessage) and context.messages[index] == event.message
 
 
-def test_ten_thousand_events_rebuild_correctly_and_fast() -> None:
+def test_ten_thousand_events_rebuild_correctly() -> None:
+    # How fast is measured in benchmarks/context.py (figure 11), not here: timings on shared machines are noise.
     log = Log()
     while len(log.events) < 10_000:
         log.turn(result_chars=50)
@@ -221,17 +221,11 @@ def test_ten_thousand_events_rebuild_correctly_and_fast() -> None:
     log.compacted(kept_from)
     tail = [e for e in log.events if e.seq is not None and e.seq >= kept_from and not isinstance(e, ContextCompacted)]
 
-    started = time.perf_counter()
     history = rebuild_history(log.events)
-    elapsed = time.perf_counter() - started
 
     assert history[1:] == rebuild_history(tail)
     assert len(history) == 1 + 20 * 4 - 1  # the summary, then 20 turns of 4 messages but the first's user turn
     assert_well_formed(history)
-    # The dropped part is never rebuilt: well under the 50 ms a session switch may take (and loose for slow CI).
-    assert elapsed < 0.05
 
-    started = time.perf_counter()
     full = rebuild_history(log.events[:-1])
-    assert time.perf_counter() - started < 0.25
     assert len(full) > 5000

@@ -83,12 +83,14 @@ async def test_tool_results_are_fed_back_and_the_run_completes(tmp_path: Path) -
         "run_started",
         "user_message",
         "assistant_message",
+        "context_watermark",
         "tool_call_started",
         "tool_call_finished",
         "assistant_message",
+        "context_watermark",
         "run_finished",
     ]
-    assert [e.seq for e in events] == list(range(1, 8))
+    assert [e.seq for e in events] == list(range(1, 10))
 
 
 async def test_calls_of_one_turn_run_concurrently(tmp_path: Path) -> None:

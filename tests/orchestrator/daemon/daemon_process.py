@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -55,14 +55,14 @@ class Daemon:
             self._stderr.close()
 
 
-def start_daemon(home: Path, cwd: Path, *, log_name: str = "daemon") -> Daemon:
-    """Start ``loom serve --port 0`` with ``LOOM_HOME=home``; return once its discovery file names it."""
+def start_daemon(home: Path, cwd: Path, *, log_name: str = "daemon", env: Mapping[str, str] | None = None) -> Daemon:
+    """Start ``loom serve --port 0`` with ``LOOM_HOME=home`` (and ``env``); return once its discovery file names it."""
     stderr_path = cwd / f"{log_name}.stderr"
     err = stderr_path.open("wb")
     proc = subprocess.Popen(
         [*loom_command(), "serve", "--port", "0"],
         cwd=cwd,
-        env=clean_env(home),
+        env=clean_env(home, env),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=err,
@@ -91,9 +91,11 @@ def _discovery(home: Path) -> dict[str, Any] | None:
 
 
 @contextlib.contextmanager
-def running_daemon(home: Path, cwd: Path, *, log_name: str = "daemon") -> Iterator[Daemon]:
+def running_daemon(
+    home: Path, cwd: Path, *, log_name: str = "daemon", env: Mapping[str, str] | None = None
+) -> Iterator[Daemon]:
     """A daemon for the block, stopped with SIGTERM afterwards (killed if it hangs)."""
-    daemon = start_daemon(home, cwd, log_name=log_name)
+    daemon = start_daemon(home, cwd, log_name=log_name, env=env)
     try:
         yield daemon
     finally:

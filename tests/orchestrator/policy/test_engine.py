@@ -15,6 +15,7 @@ READ_ONLY = mt.ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_w
 FS_EDIT = mt.ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
 SHELL = mt.ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=True)
 OPEN_WORLD = mt.ToolAnnotations(read_only_hint=False, open_world_hint=True)
+MEMORY_SET = mt.ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
 NO_HINTS = mt.ToolAnnotations()  # present but silent: readOnlyHint defaults to false
 NONE = None  # an external tool that declares no annotations at all
 
@@ -70,6 +71,10 @@ ROWS = [
     Row("edits: unannotated fs-like tool asks", "accept-edits", "fs__write", NONE, {"path": "a"}, expected="ask"),
     Row("edits: other server's write asks", "accept-edits", "files__write", FS_EDIT, {"path": "a"}, expected="ask"),
     Row("edits: read-only runs", "accept-edits", "fs__grep", READ_ONLY, {"path": "."}),
+    Row("edits: saving a memory note runs", "accept-edits", "memory__set", MEMORY_SET, {"key": "k"}),
+    Row("edits: deleting a note asks", "accept-edits", "memory__delete", FS_EDIT, {"key": "k"}, expected="ask"),
+    Row("ask: saving a memory note asks", "ask", "memory__set", MEMORY_SET, {"key": "k"}, expected="ask"),
+    Row("plan: saving a memory note denied", "plan", "memory__set", MEMORY_SET, {"key": "k"}, expected="deny"),
     # plan
     Row("plan: read-only runs", "plan", "fs__read", READ_ONLY, {"path": "a"}),
     Row("plan: write denied", "plan", "fs__write", FS_EDIT, {"path": "a"}, expected="deny", reason="plan mode"),
