@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", metavar="FILE", help="extra config file (model, mcpServers) read after the others")
 
     server = sub.add_parser("server", help="serve one of Loom's own MCP servers over stdio")
-    server.add_argument("name", choices=["fs", "shell", "checkpoints"], help="which server")
+    server.add_argument("name", choices=["fs", "shell", "memory", "checkpoints"], help="which server")
     server.add_argument("args", nargs=argparse.REMAINDER, help="the server's own options, e.g. --root DIR")
 
     export = sub.add_parser("export", help="print a run's events as JSONL")
@@ -118,6 +118,26 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("run_id", help="the run id")
     resume.add_argument("--json", action="store_true", help="print every event as NDJSON on stdout")
 
+    compact = sub.add_parser(
+        "compact",
+        help="replace a session's older history with a checked summary (the store keeps everything)",
+        description="Compact a session's context: the model summarises the older history into fixed sections, "
+        "which are checked before they replace it; the raw history stays in the store. Sessions also compact "
+        "by themselves past their model's threshold (0.8 of the window by default).",
+    )
+    compact.add_argument("session", help="session id")
+    compact.add_argument("--focus", metavar="TEXT", help="what the summary should give most room to")
+    compact.add_argument(
+        "--preview", action="store_true", help="only show the token counts before and after (no model call)"
+    )
+    compact.add_argument("--show-summary", action="store_true", help="print the summary that was written")
+
+    model = sub.add_parser(
+        "model", help="switch a session to another model (compacting first if its window is smaller)"
+    )
+    model.add_argument("session", help="session id")
+    model.add_argument("model", help="PROVIDER:NAME, e.g. anthropic:claude-sonnet-4-5")
+
     runs = sub.add_parser("runs", help="list recent runs")
     runs.add_argument("--limit", type=_positive_int, default=20, metavar="N", help="show at most N runs (default 20)")
     return parser
@@ -135,6 +155,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from servers import checkpoints
 
             return checkpoints.main(args.args)
+        if args.name == "memory":  # notes: `--db PATH` (default $LOOM_HOME/memory.db) `--project` `--session`
+            from servers import memory
+
+            return memory.main(args.args)
         from clients.cli.serve import serve_builtin
 
         return serve_builtin(args.name, args.args)
@@ -150,6 +174,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from clients.cli.stdio_face import run_stdio_face
 
         return run_stdio_face(args)
+    if args.command in ("compact", "model"):
+        from clients.cli import context
+
+        return context.compact(args) if args.command == "compact" else context.switch(args)
     if args.command in ("sessions", "send", "attach", "approvals", "approve", "deny"):
         from clients.cli import remote
 

@@ -99,7 +99,9 @@ def sessions(args: argparse.Namespace) -> int:
             listed = await call(client, "list_sessions", include_archived=args.all)
         for s in listed["sessions"]:
             flag = " (archived)" if s["archived"] else ""
-            sys.stdout.write(f"{s['session_id']}  {s['mode']:<6} {s['model']:<28} {s['cwd']}{flag}\n")
+            ratio = s.get("context_ratio")
+            context = f"{ratio:>4.0%}" if ratio is not None else "   -"
+            sys.stdout.write(f"{s['session_id']}  {s['mode']:<6} {s['model']:<28} {context}  {s['cwd']}{flag}\n")
         return EXIT_OK
 
     return _run(main)

@@ -8,8 +8,12 @@ from typing import TextIO
 
 from orchestrator.events import (
     AssistantMessage,
+    CompactionFailed,
+    ContextCompacted,
+    ContextWatermark,
     Event,
     ModelRetry,
+    ModelSwitched,
     Notice,
     RunFinished,
     ServerFailed,
@@ -43,6 +47,8 @@ class TerminalRenderer:
         self._arguments: dict[str, dict[str, object]] = {}
         self._streamed: tuple[str, int] | None = None
         """The (run, step) whose text arrived as deltas; stored events alone (attach) carry none."""
+        self._watermark: ContextWatermark | None = None
+        self._warned = False
 
     def __call__(self, event: Event) -> None:
         """Print one event."""
@@ -72,8 +78,25 @@ class TerminalRenderer:
             self._status(f"model error, retrying in {event.delay_s:.1f}s (attempt {event.attempt}): {event.error}")
         elif isinstance(event, ServerFailed):
             self._status(f"warning: MCP server {event.server!r} is unavailable: {event.error}")
+        elif isinstance(event, ContextWatermark):
+            self._watermark = event
+            near = event.ratio >= event.threshold - 0.1
+            if near and not self._warned:  # once, on the way up: every step would drown the output
+                self._status(f"context {watermark_text(event)}; it compacts at {event.threshold:.0%}")
+            self._warned = near
+        elif isinstance(event, ContextCompacted):
+            self._status(
+                f"context compacted ({event.trigger}): {event.tokens_before:,} → {event.tokens_after:,} tokens; "
+                f"{event.dropped_messages} messages ({event.dropped_tool_calls} tool calls) replaced by a summary"
+            )
+        elif isinstance(event, CompactionFailed):
+            pass  # its notice (a warning) says what happened
+        elif isinstance(event, ModelSwitched):
+            self._status(f"model switched to {event.model} (window {event.window:,} tokens)")
         elif isinstance(event, RunFinished):
             self._end_line()
+            if self._watermark is not None:
+                self._status(f"context {watermark_text(self._watermark)}")
             self._status(_finish_line(event))
 
     def _end_line(self) -> None:
@@ -103,6 +126,11 @@ def _finish_line(event: RunFinished) -> str:
     if event.status == "completed":
         return f"run {event.run_id} completed in {steps}"
     return f"run {event.run_id} {event.status} after {steps}: {event.reason}"
+
+
+def watermark_text(event: ContextWatermark) -> str:
+    """``12% (24,100 / 200,000 tokens)``."""
+    return f"{event.ratio:.0%} ({event.used_tokens:,} / {event.window:,} tokens)"
 
 
 def format_arguments(arguments: dict[str, object]) -> str:
