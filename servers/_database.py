@@ -8,13 +8,19 @@ closed pipe.
 from __future__ import annotations
 
 import os
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
+import aiosqlite
+import anyio
 from mcp.server.mcpserver.exceptions import ToolError
 
-__all__ = ["Opened", "default_database"]
+__all__ = ["Opened", "default_database", "enable_wal"]
+
+WAL_ATTEMPTS = 100
+WAL_RETRY_S = 0.05
 
 DB = TypeVar("DB")
 
@@ -37,3 +43,20 @@ def default_database(name: str) -> Path:
     """``$LOOM_HOME/name``, or ``~/.loom/name`` (servers import nothing from the orchestrator's config)."""
     home = os.environ.get("LOOM_HOME")
     return (Path(home).expanduser() if home else Path.home() / ".loom") / name
+
+
+async def enable_wal(conn: aiosqlite.Connection) -> None:
+    """Put the database in WAL mode, waiting out another connection doing the same to a new file.
+
+    SQLite's busy timeout does not cover the switch of journal mode: when several servers create one
+    file at the same moment (two Loom sessions starting on a fresh home, each with its memory server),
+    all but one can get "database is locked" at once, although the winner's switch takes milliseconds.
+    """
+    for attempt in range(WAL_ATTEMPTS):
+        try:
+            await conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == WAL_ATTEMPTS - 1:
+                raise
+            await anyio.sleep(WAL_RETRY_S)

@@ -23,6 +23,8 @@ from typing import Any
 import aiosqlite
 import anyio
 
+from servers._database import enable_wal
+
 SCHEMA_VERSION = 5
 
 _SCHEMA = """
@@ -178,7 +180,7 @@ class Database:
         if self.read_only:
             await self._check_version(migrate=False)
             return
-        await db.execute("PRAGMA journal_mode=WAL")
+        await enable_wal(db)
         # NORMAL in WAL mode never corrupts the database; a power cut may lose the last commits.
         await db.execute("PRAGMA synchronous=NORMAL")
         # SQLite's default checkpoints the WAL inside whichever commit crosses 1000 pages, stalling

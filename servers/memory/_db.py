@@ -21,6 +21,8 @@ from typing import Any
 import aiosqlite
 import anyio
 
+from servers._database import enable_wal
+
 SCHEMA_VERSION = 2
 """The schema version this code writes; a file with a newer one is refused, an older one migrated."""
 
@@ -163,7 +165,7 @@ class Database:
             path.parent.mkdir(parents=True, exist_ok=True)
             conn = await aiosqlite.connect(path, isolation_level=None)
             await conn.execute("PRAGMA busy_timeout=5000")
-            await conn.execute("PRAGMA journal_mode=WAL")
+            await enable_wal(conn)
             await conn.execute("PRAGMA synchronous=NORMAL")
             # One transaction, because several memory servers may open a new file at once; an existing
             # file keeps its version (OR IGNORE).

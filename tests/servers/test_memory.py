@@ -312,3 +312,30 @@ async def test_instructions_and_namespace_help_say_who_owns_project_and_session_
         tools = {t.name: t for t in (await client.list_tools()).tools}
     for name in ("set", "get", "list", "delete", "notes_md"):
         assert "current project" in tools[name].input_schema["properties"]["namespace"]["description"]
+
+
+async def test_many_servers_may_create_one_new_database_at_once(tmp_path: Path) -> None:
+    # Sessions starting together on a fresh Loom home each open their memory server on the one file;
+    # switching a new file to WAL used to fail with "database is locked" for all but the first.
+    import anyio
+
+    from servers.memory._db import Database
+
+    for attempt in range(10):
+        path = tmp_path / f"fresh-{attempt}" / "memory.db"
+        opened: list[Database] = []
+
+        async def open_one() -> None:
+            opened.append(await Database.open(path, project="p", session=f"s{len(opened)}"))  # noqa: B023
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(8):
+                tg.start_soon(open_one)
+        try:
+            assert len(opened) == 8
+            await opened[0].set("user", "k", "v")
+            note = await opened[-1].get("user", "k")
+            assert note is not None and note.body == "v"
+        finally:
+            for db in opened:
+                await db.close()
