@@ -28,7 +28,7 @@ from pathlib import Path
 
 import anyio
 
-from benchmarks import calls, loop, resume, startup, store
+from benchmarks import calls, context, loop, resume, startup, store
 from benchmarks._report import Figure, render
 
 
@@ -52,6 +52,8 @@ class Plan:
     store_steps: int
     resume_steps: int
     resume_reps: int
+    context_reps: int
+    context_events: int
 
 
 FULL = Plan(
@@ -71,6 +73,8 @@ FULL = Plan(
     store_steps=100,
     resume_steps=1000,
     resume_reps=5,
+    context_reps=7,
+    context_events=10_000,
 )
 QUICK = Plan(
     startup_runs=5,
@@ -89,6 +93,8 @@ QUICK = Plan(
     store_steps=20,
     resume_steps=100,
     resume_reps=2,
+    context_reps=2,
+    context_events=2_000,
 )
 
 
@@ -104,6 +110,8 @@ async def _in_process(plan: Plan, home: Path) -> list[Figure]:
     figures.append(await loop.measure_flatness(home / "flat", plan.flat_runs))
     (home / "store").mkdir()
     figures.extend(await store.measure(home / "store", plan.store_reps, plan.store_steps))
+    (home / "context").mkdir()
+    figures.append(await context.measure(home / "context", plan.context_reps, plan.context_events))
     return figures
 
 

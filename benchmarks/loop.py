@@ -191,6 +191,10 @@ class TimingStore:
         """Forward."""
         return await self.inner.read_snapshot(session_id, checkpoint, path)
 
+    async def read_context_events(self, session_id: str) -> list[Event]:
+        """Forward."""
+        return await self.inner.read_context_events(session_id)
+
     async def find_tool_result(self, session_id: str, call_id: str) -> ToolCallFinished | None:
         """Forward."""
         return await self.inner.find_tool_result(session_id, call_id)

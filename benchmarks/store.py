@@ -174,6 +174,13 @@ class CountingStore:
         self._record("read_snapshot", started)
         return found
 
+    async def read_context_events(self, session_id: str) -> list[Event]:
+        """Forward and count."""
+        started = time.perf_counter()
+        found = await self.inner.read_context_events(session_id)
+        self._record("read_context_events", started)
+        return found
+
     async def find_tool_result(self, session_id: str, call_id: str) -> ToolCallFinished | None:
         """Forward and count."""
         started = time.perf_counter()

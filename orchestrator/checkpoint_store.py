@@ -128,6 +128,11 @@ class CheckpointStore:
         found = await self._call("read_events", arguments)
         return [EVENT_ADAPTER.validate_json(text) for text in found["events"]]
 
+    async def read_context_events(self, session_id: str) -> list[Event]:
+        """See :meth:`orchestrator.store.Store.read_context_events`."""
+        found = await self._call("read_context", {"session_id": session_id})
+        return [EVENT_ADAPTER.validate_json(text) for text in found["events"]]
+
     async def find_tool_result(self, session_id: str, call_id: str) -> ToolCallFinished | None:
         """See :meth:`orchestrator.store.Store.find_tool_result`.
 

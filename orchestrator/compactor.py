@@ -118,7 +118,7 @@ class Compactor:
         Raises:
             orchestrator.store.StoreError: the outcome could not be recorded.
         """
-        events = await self.log.store.read_events(self.session_id)
+        events = await self.log.store.read_context_events(self.session_id)
         event = await compact(
             events,
             call_model=call_model,
@@ -146,7 +146,7 @@ class Compactor:
 
     async def preview(self, *, system: str, tools: Sequence[ToolSpec]) -> CompactionPreview | None:
         """What a compaction would drop and keep, estimated without calling the model."""
-        events = await self.log.store.read_events(self.session_id)
+        events = await self.log.store.read_context_events(self.session_id)
         return preview_compaction(events, keep_tokens=self.keep_tokens(), overhead_tokens=overhead(system, tools))
 
 

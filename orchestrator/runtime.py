@@ -37,7 +37,7 @@ from orchestrator.history import rebuild_history
 from orchestrator.hub import Hub
 from orchestrator.instructions import project_root
 from orchestrator.loop import LoopResult, RunContext, run_loop
-from orchestrator.messages import Message, TextBlock
+from orchestrator.messages import Message
 from orchestrator.models.base import Model, ModelError
 from orchestrator.models.profiles import ModelProfile, ProfileSettings, profile_for
 from orchestrator.models.retry import RetryingModel, RetryPolicy
@@ -132,8 +132,15 @@ class Session:
                 ),
                 UserMessage(session_id=self.id, run_id=run_id, text=text),
             )
-            self.history.append(Message(role="user", content=[TextBlock(text=text)]))
-            return await self._drive(self._context(run_id, max_steps), retry, run_loop)
+
+            async def body(ctx: RunContext) -> LoopResult:
+                # Each run starts from the store (the latest compaction and what follows it), so the model sees
+                # what any process reopening the session would; within the run the loop appends after each
+                # store write. Inside ``_drive``, so that a cancel landing here still ends the run on record.
+                self.history[:] = rebuild_history(await self.log.store.read_context_events(self.id))
+                return await run_loop(ctx)
+
+            return await self._drive(self._context(run_id, max_steps), retry, body)
 
     async def resume(self, run_id: str, *, retry: RetryPolicy | None = None, headless: bool | None = None) -> RunResult:
         """Continue an ``interrupted`` (or ``needs_review``) run of this session under its own id.

@@ -82,6 +82,14 @@ class Store(Protocol):
         """Events of a session with ``seq > after_seq`` in order, optionally only one run's."""
         ...
 
+    async def read_context_events(self, session_id: str) -> list[Event]:
+        """The events the model's context is rebuilt from, in ``seq`` order.
+
+        That is the latest ``context_compacted`` and every event from its ``kept_from_seq`` on, or all of
+        the session's events if it was never compacted.
+        """
+        ...
+
     async def find_tool_result(self, session_id: str, call_id: str) -> ToolCallFinished | None:
         """The session's latest ``tool_call_finished`` event for ``call_id``, or None.
 

@@ -376,6 +376,22 @@ class Database:
             params.append(limit)
         return [row[0] for row in await self._fetch(sql, params)]
 
+    async def read_context(self, session_id: str) -> list[str]:
+        """The stored JSON of the events the model's context is rebuilt from, in ``seq`` order.
+
+        That is the session's latest ``context_compacted`` event and every event from its
+        ``kept_from_seq`` on, or the whole session if it was never compacted. A long session's context
+        is a small tail of its log, and this reads only that tail.
+        """
+        latest = await self._fetch(
+            "SELECT body FROM events WHERE session_id=? AND type='context_compacted' ORDER BY seq DESC LIMIT 1",
+            (session_id,),
+        )
+        if not latest:
+            return await self.read_events(session_id)
+        kept_from = int(json.loads(latest[0][0])["kept_from_seq"])
+        return await self.read_events(session_id, after_seq=kept_from - 1)
+
     async def find_tool_result(self, session_id: str, call_id: str) -> str | None:
         """The stored JSON of the session's latest ``tool_call_finished`` event for ``call_id``, or None.
 

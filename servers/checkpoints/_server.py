@@ -196,6 +196,17 @@ async def read_events(
     return Events(events=bodies)
 
 
+async def read_context(ctx: Context, session_id: str) -> Events:
+    """The events a model context is rebuilt from, oldest first.
+
+    The latest compaction and everything from the first event it kept, or the whole session if it was never
+    compacted.
+    """
+    db = _db(ctx)
+    with _reported():
+        return Events(events=await db.read_context(session_id))
+
+
 async def find_tool_result(
     ctx: Context, session_id: str, call_id: Annotated[str, Field(description="the tool call's id")]
 ) -> ToolResult:
@@ -298,6 +309,7 @@ _TOOLS: list[tuple[Callable[..., Any], ToolAnnotations]] = [
     (append_events, _WRITE),
     (read_events, _READ),
     (find_tool_result, _READ),
+    (read_context, _READ),
     (get_session, _READ),
     (list_sessions, _READ),
     (get_run, _READ),

@@ -65,6 +65,7 @@ async def test_tools_serve_the_runtime_and_say_which_only_read(tmp_path: Path, m
         "append_events",
         "read_events",
         "find_tool_result",
+        "read_context",
         "get_session",
         "list_sessions",
         "get_run",

@@ -109,3 +109,35 @@ async def test_find_tool_result_finds_the_latest_finish_of_one_call(tmp_path: Pa
         # a call that started but never finished has no result
         await call(client, "append_events", events=[started("s", "open")])
         assert (await call(client, "find_tool_result", session_id="s", call_id="open"))["event"] is None
+
+
+def compacted(sid: str, kept_from: int) -> dict[str, Any]:
+    return {
+        "type": "context_compacted",
+        "session_id": sid,
+        "ts": 5.0,
+        "trigger": "auto",
+        "summary": f"kept from {kept_from}",
+        "kept_from_seq": kept_from,
+        "dropped_from_seq": 1,
+        "dropped_to_seq": kept_from - 1,
+        "dropped_messages": 1,
+        "dropped_tool_calls": 0,
+        "tokens_before": 10,
+        "tokens_after": 5,
+    }
+
+
+async def test_read_context_starts_at_the_latest_compactions_first_kept_event(tmp_path: Path) -> None:
+    async with connected(tmp_path / "loom.db", "auto") as client:
+        await call(client, "append_events", events=[created("s"), *(notice("s", f"n{i}") for i in range(2, 11))])
+        whole = (await call(client, "read_context", session_id="s"))["events"]
+        assert [json.loads(e)["seq"] for e in whole] == list(range(1, 11))  # never compacted: everything
+
+        await call(client, "append_events", events=[compacted("s", 4), notice("s", "n12")])
+        await call(client, "append_events", events=[notice("s", "n13"), compacted("s", 8), notice("s", "n15")])
+        await call(client, "append_events", events=[created("other"), compacted("other", 1)])
+        found = [json.loads(e) for e in (await call(client, "read_context", session_id="s"))["events"]]
+    assert [e["seq"] for e in found] == list(range(8, 16))  # from the latest compaction's kept_from_seq
+    # An earlier compaction inside the kept part comes along; the rebuild uses the latest one.
+    assert [e["summary"] for e in found if e["type"] == "context_compacted"] == ["kept from 4", "kept from 8"]
