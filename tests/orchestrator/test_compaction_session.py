@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from orchestrator.embedded import embedded_runtime
-from orchestrator.events import ContextCompacted, ContextWatermark, ToolCallFinished
+from orchestrator.events import CompactionFailed, ContextCompacted, ContextWatermark, Notice, ToolCallFinished
 from orchestrator.history import rebuild_history
 from orchestrator.messages import Message
 from orchestrator.models.base import ModelEvent, ModelRequest
@@ -87,3 +87,26 @@ async def test_a_long_session_compacts_twice_and_still_completes(tmp_path: Path)
     finished = [e for e in events if isinstance(e, ToolCallFinished)]
     assert len(finished) == 14 and all(e.content.count("lazy dog") == 70 for e in finished)
     assert rebuild_history(events) == history_after
+
+
+async def test_a_summary_that_fails_its_checks_twice_keeps_the_history_and_says_so(tmp_path: Path) -> None:
+    (tmp_path / "big.txt").write_text("".join(LINE.format(i) for i in range(70)))
+    bad = [
+        {"text": "## Goal and constraints\nread files\n\n## Next step\nmore"},  # sections and instruction missing
+        {"text": "## Goal and constraints\nstill no instruction and no other sections"},
+    ]
+    model = RecordingModel(Script(turns=reading_turns(6), context_window=8000, summaries=bad))
+    async with embedded_runtime(tmp_path / "home") as runtime, runtime.open_session(tmp_path, model) as session:
+        result = await session.run(INSTRUCTION)
+        events = await runtime.log.store.read_events(session.id)
+
+    assert result.status == "completed"
+    assert not [e for e in events if isinstance(e, ContextCompacted)]
+    (failed,) = [e for e in events if isinstance(e, CompactionFailed)]
+    assert failed.attempts == 2 and "missing sections" in failed.reason and "kept as it is" in failed.reason
+    warnings = [e.text for e in events if isinstance(e, Notice) and e.level == "warning"]
+    assert any(w.startswith("compaction failed:") for w in warnings)
+    # Tried twice (the retry states the problem), then not again in this run; the history stayed whole.
+    assert [purpose for purpose, _, _ in model.sent].count("summary") == 2
+    last_turn = [opening for purpose, _, opening in model.sent if purpose == "turn"][-1]
+    assert last_turn.text == INSTRUCTION
