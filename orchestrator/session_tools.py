@@ -17,7 +17,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-from orchestrator.skills import SkillError, find_skills, load_skill
+from orchestrator.skills import SkillError, find_skills, load_skill, read_skill_file
 from orchestrator.store import Store
 
 _READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
@@ -87,15 +87,21 @@ def build_session_tools(store: Store, session_id: str, *, home: Path, project: P
             is_error=found.is_error,
         )
 
-    async def skill(name: str) -> SkillText:
-        """Load a skill's instructions by name (the skills index in your instructions lists them)."""
+    async def skill(
+        name: str,
+        file: str | None = Field(None, description="a file of the skill, as its file list names it; omit for SKILL.md"),
+    ) -> SkillText:
+        """Load a skill's instructions by name (the index in your instructions lists them), or one of its files."""
         skills, _problems = await anyio.to_thread.run_sync(find_skills, home, project)
         match = next((s for s in skills if s.name == name), None)
         if match is None:
             known = ", ".join(s.name for s in skills) or "none are installed"
             raise ToolError(f"no skill named {name!r}; the skills are: {known}")
         try:
-            text = await anyio.to_thread.run_sync(load_skill, match)
+            if file is None:
+                text = await anyio.to_thread.run_sync(load_skill, match)
+            else:
+                text = await anyio.to_thread.run_sync(read_skill_file, match, file)
         except SkillError as exc:
             raise ToolError(str(exc)) from exc
         return SkillText(name=match.name, description=match.description, directory=str(match.path), text=text)

@@ -275,8 +275,7 @@ def load_skill(skill: Skill) -> str:
     if not listed:
         return body
     lines = [
-        f"Files in this skill (read them with fs__read if they are under your working directory, "
-        f"paths relative to {skill.path}):",
+        f"Files in this skill (read one with loom__skill(name={skill.name!r}, file=PATH), PATH as listed):",
         *(f"- {name}" for name in listed),
     ]
     if total >= _MAX_COUNTED_FILES:
@@ -284,6 +283,34 @@ def load_skill(skill: Skill) -> str:
     elif total > len(listed):
         lines.append(f"- ... and {total - len(listed)} more")
     return f"{body}\n\n" + "\n".join(lines)
+
+
+MAX_SKILL_FILE_CHARS = 64_000
+"""The most of one skill file ``loom__skill(name, file)`` returns."""
+
+
+def read_skill_file(skill: Skill, relative: str) -> str:
+    """One of the files beside a skill's ``SKILL.md``, as text.
+
+    The path is resolved (links included) and must stay inside the skill's directory: a skill in the
+    user's Loom home is outside the workspace the fs tools are confined to, so this is how the model
+    reads its templates and scripts, and it must not become a way to read anything else.
+
+    Raises:
+        SkillError: the path leaves the skill's directory, is not a file, or is not UTF-8 text.
+    """
+    root = skill.path.resolve()
+    target = (root / relative).resolve()
+    if not target.is_relative_to(root) or target == root:
+        raise SkillError(f"{relative!r} is not inside skill {skill.name!r}; use a path from the skill's file list")
+    try:
+        with target.open(encoding="utf-8") as handle:
+            text = handle.read(MAX_SKILL_FILE_CHARS + 1)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise SkillError(f"cannot read {relative!r} of skill {skill.name!r}: {_describe_read_error(exc)}") from exc
+    if len(text) > MAX_SKILL_FILE_CHARS:
+        return text[:MAX_SKILL_FILE_CHARS] + f"\n[cut at {MAX_SKILL_FILE_CHARS:,} characters]"
+    return text
 
 
 def render_skills_index(skills: Sequence[Skill]) -> str:

@@ -74,6 +74,8 @@ async def test_skills_are_indexed_in_the_prompt_and_loaded_on_demand(tmp_path: P
     calls: list[dict[str, Any]] = [
         {"name": "loom__skill", "arguments": {"name": "deploy"}},
         {"name": "loom__skill", "arguments": {"name": "missing"}},
+        {"name": "loom__skill", "arguments": {"name": "deploy", "file": "template.txt"}},
+        {"name": "loom__skill", "arguments": {"name": "deploy", "file": "../../../etc/passwd"}},
     ]
     model = ScriptedModel.from_turns([{"tool_calls": calls}, {"text": "done"}])
     async with embedded_runtime(home) as runtime, runtime.open_session(project, model) as session:
@@ -85,5 +87,8 @@ async def test_skills_are_indexed_in_the_prompt_and_loaded_on_demand(tmp_path: P
     loaded, missing = by_call["toolu_0000_0"], by_call["toolu_0000_1"]
     assert "Run make deploy." in loaded.content and "template.txt" in loaded.content
     assert missing.is_error and "no skill named 'missing'; the skills are: deploy" in missing.content
+    assert json.loads(by_call["toolu_0000_2"].content)["text"] == "x"
+    escape = by_call["toolu_0000_3"]
+    assert escape.is_error and "is not inside skill 'deploy'" in escape.content
     warnings = [e.text for e in events if e.type == "notice" and e.level == "warning"]
     assert any("broken" in w and "SKILL.md" in w for w in warnings), warnings

@@ -165,7 +165,7 @@ def test_load_skill_returns_body_and_lists_other_files(home: Path, project: Path
     body, listing = text.split("\n\nFiles in this skill", 1)
     assert body == "# Steps\n\n1. Read the log."
     assert "name:" not in text
-    assert f"relative to {home / 'skills' / 'notes'}" in listing
+    assert "loom__skill(name='notes', file=PATH)" in listing
     assert listing.splitlines()[1:] == ["- scripts/collect.py", "- template.md"]
 
 
@@ -219,3 +219,20 @@ def test_a_skills_file_instead_of_a_directory_is_reported(home: Path, project: P
     assert problems == [
         f"cannot read {home / 'skills'}: it is not a directory; skills go in {home / 'skills'}/<name>/SKILL.md"
     ]
+
+
+def test_a_skill_file_is_read_only_from_inside_the_skill(home: Path, project: Path, tmp_path: Path) -> None:
+    from orchestrator.skills import SkillError, read_skill_file
+
+    user_skill(home, "notes", skill_md("notes", "Release notes."))
+    write(home / "skills" / "notes" / "scripts" / "collect.py", "print('collect')")
+    write(tmp_path / "secret.txt", "top secret")
+    (home / "skills" / "notes" / "link.txt").symlink_to(tmp_path / "secret.txt")
+    (skill,), _ = find_skills(home, project)
+
+    assert read_skill_file(skill, "scripts/collect.py") == "print('collect')"
+    for outside in ("../../../secret.txt", str(tmp_path / "secret.txt"), "link.txt", "."):
+        with pytest.raises(SkillError, match="is not inside skill 'notes'"):
+            read_skill_file(skill, outside)
+    with pytest.raises(SkillError, match="cannot read 'nope.txt' of skill 'notes'"):
+        read_skill_file(skill, "nope.txt")
