@@ -45,6 +45,11 @@ __all__ = [
 ]
 
 MAX_ATTEMPTS = 2
+
+MAX_INSTRUCTION_CHARS = 2_000
+"""A user message longer than this is material (a pasted log, a file), not an instruction: the summary
+describes it instead of quoting it, and it stays whole in the store. Quoting every such message verbatim
+would make each summary longer than the last, until none could be shorter than what it replaces."""
 """A summary that fails its checks is asked for once more, with the problem stated; a third try rarely
 does better and would keep a run waiting, so after that the history is kept as it is."""
 
@@ -126,7 +131,12 @@ def plan_compaction(events: Sequence[Event], *, keep_tokens: int) -> CompactionP
     previous = context.compaction
     instructions = list(previous.instructions) if previous is not None else []
     for event in dropped_events:
-        if isinstance(event, UserMessage) and event.text.strip() and event.text not in instructions:
+        if (
+            isinstance(event, UserMessage)
+            and event.text.strip()
+            and len(event.text) <= MAX_INSTRUCTION_CHARS
+            and event.text not in instructions
+        ):
             instructions.append(event.text)
     dropped = messages[:cut]
     first_seq = next((e.seq for e in events if e.seq is not None), 0)

@@ -157,7 +157,9 @@ def build_face(host: SessionHost) -> MCPServer:
         instructions=(
             "Drive Loom agent sessions. create_session, then send_message (returns at once; poll get_run "
             "or read_events with wait_s). Runs in mode 'ask' wait for approvals: list_approvals, decide_approval. "
-            "An interrupted run continues with resume_run."
+            "An interrupted run continues with resume_run. get_session shows how full the model's context is "
+            "(context_ratio); sessions compact themselves past 0.8 of it, and compact_session / switch_model "
+            "manage it on request."
         ),
         log_level="WARNING",
     )

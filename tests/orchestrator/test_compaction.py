@@ -353,3 +353,21 @@ def test_instructions_with_quotes_and_lines_are_shown_as_written() -> None:
     assert plan is not None and 'Use "tabs", not spaces.\nNever push to main.' in plan.instructions
     assert 'Use "tabs", not spaces.\nNever push to main.' in summary_request(plan).messages[0].text
     assert check_summary(good_summary(plan), plan) is None
+
+
+def test_a_long_pasted_message_is_material_to_summarise_not_an_instruction_to_quote() -> None:
+    from orchestrator.compaction import MAX_INSTRUCTION_CHARS
+
+    log = Log()
+    pasted = "Here is the log:\n" + "2026-11-29 build step ok\n" * 200
+    assert len(pasted) > MAX_INSTRUCTION_CHARS
+    log.user(pasted)
+    log.assistant("Reading it.")
+    log.user("Never touch the CI config.")
+    log.assistant("Understood.")
+    log.turn(result_chars=4000)
+    plan = plan_compaction(log.events, keep_tokens=500)
+    assert plan is not None
+    assert plan.instructions[0] == "Never touch the CI config."
+    assert pasted not in plan.instructions
+    assert "Here is the log:" in summary_request(plan).messages[0].text  # still there for the summary to describe
