@@ -218,19 +218,23 @@ async def compact(
     if plan is None:
         return None
     tokens_before = overhead_tokens + plan.tokens_dropped + plan.tokens_kept
+
+    def failed(why: str, attempts: int) -> CompactionFailed:
+        return CompactionFailed(
+            session_id=session_id,
+            run_id=run_id,
+            trigger=trigger,
+            reason=f"{why}; the history was kept as it is",
+            attempts=attempts,
+            tokens=tokens_before,
+        )
+
     problem = ""
     for attempt in range(1, MAX_ATTEMPTS + 1):
         try:
             response = await call_model(summary_request(plan, focus=focus, problem=problem, max_tokens=max_tokens))
         except ModelError as exc:
-            return CompactionFailed(
-                session_id=session_id,
-                run_id=run_id,
-                trigger=trigger,
-                reason=f"the model call for the summary failed ({exc}); the history was kept as it is",
-                attempts=attempt,
-                tokens=tokens_before,
-            )
+            return failed(f"the model call for the summary failed ({exc})", attempt)
         summary = response.message.text.strip()
         found = check_summary(summary, plan)
         if found is not None and response.stop_reason == "max_tokens":
@@ -256,11 +260,4 @@ async def compact(
             tokens_after = overhead_tokens + estimate_messages([summary_message(event)]) + plan.tokens_kept
             return event.model_copy(update={"tokens_after": tokens_after})
         problem = found
-    return CompactionFailed(
-        session_id=session_id,
-        run_id=run_id,
-        trigger=trigger,
-        reason=f"the summary failed its checks {MAX_ATTEMPTS} times ({problem}); the history was kept as it is",
-        attempts=MAX_ATTEMPTS,
-        tokens=tokens_before,
-    )
+    return failed(f"the summary failed its checks {MAX_ATTEMPTS} times ({problem})", MAX_ATTEMPTS)

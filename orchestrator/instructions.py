@@ -48,7 +48,7 @@ class InstructionFile:
     truncated: bool
 
 
-def _resolve(path: Path) -> Path:
+def canonical(path: Path) -> Path:
     """``path`` made absolute and canonical, or just absolute if it cannot be resolved (e.g. a symlink loop)."""
     try:
         return path.resolve()
@@ -58,7 +58,7 @@ def _resolve(path: Path) -> Path:
 
 def _user_home() -> Path | None:
     try:
-        return _resolve(Path.home())
+        return canonical(Path.home())
     except (KeyError, RuntimeError):
         # No $HOME and no passwd entry (some containers): there is simply no boundary to respect.
         return None
@@ -92,7 +92,7 @@ def project_root(cwd: Path) -> Path:
     Returns:
         The project root (resolved), or ``cwd`` itself (resolved) when no marker is found.
     """
-    start = _resolve(cwd)
+    start = canonical(cwd)
     home = _user_home()
     for directory in (start, *start.parents):
         if _exists(directory / ".git"):
@@ -150,8 +150,8 @@ def load_instructions(home: Path, cwd: Path) -> tuple[list[InstructionFile], lis
         and human-readable problems, each naming the file.
     """
     root = project_root(cwd)
-    directory = _resolve(cwd)
-    layers: list[tuple[Path, Scope]] = [(_resolve(home), "user"), (root, "project")]
+    directory = canonical(cwd)
+    layers: list[tuple[Path, Scope]] = [(canonical(home), "user"), (root, "project")]
     if directory != root:
         layers.append((directory, "directory"))
 
@@ -161,7 +161,7 @@ def load_instructions(home: Path, cwd: Path) -> tuple[list[InstructionFile], lis
     for layer_dir, scope in layers:
         for name in INSTRUCTION_NAMES:
             path = layer_dir / name
-            key = _resolve(path)
+            key = canonical(path)
             if key in seen:
                 continue
             seen.add(key)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
+from orchestrator.instructions import canonical
 
 SKILL_FILE = "SKILL.md"
 NAME_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,63}")
@@ -68,13 +68,6 @@ class Skill:
     description: str
     path: Path
     source: Source
-
-
-def _resolve(path: Path) -> Path:
-    try:
-        return path.resolve()
-    except (OSError, RuntimeError):
-        return path.absolute()
 
 
 def _split_front_matter(text: str) -> tuple[str, str] | None:
@@ -122,6 +115,8 @@ def _parse_skill(skill_file: Path, source: Source) -> tuple[Skill | None, str | 
             f"{skill_file}: no front matter; start the file with a line '---', then 'name: ...' and "
             "'description: ...', then a line '---'"
         )
+    import yaml  # only when there is a skill to read: every `loom` start would pay for it otherwise
+
     try:
         meta: Any = yaml.safe_load(split[0])
     except Exception as exc:
@@ -217,8 +212,8 @@ def find_skills(home: Path, project: Path) -> tuple[list[Skill], list[str]]:
         The usable skills sorted by name, a project skill replacing a user skill of the same name, and
         human-readable problems, each naming the file and what to fix. A skill with a problem is left out.
     """
-    user_dir = _resolve(home / "skills")
-    project_dir = _resolve(project / ".loom" / "skills")
+    user_dir = canonical(home / "skills")
+    project_dir = canonical(project / ".loom" / "skills")
     user_skills, problems = _scan(user_dir, "user")
     chosen = {skill.name: skill for skill in user_skills}
     # When the project is the home directory, ~/.loom/skills is both places: read it once, as the user's.

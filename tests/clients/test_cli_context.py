@@ -124,14 +124,19 @@ def long_script(path: Path, reads: int) -> Path:
     return path
 
 
-def test_cli_compacts_a_session_on_request_with_a_preview_first(tmp_path: Path) -> None:
+def ran_session(tmp_path: Path) -> tuple[Path, Path, str]:
+    """A `loom run` of three reads in a fresh home: (home, working directory, session id)."""
     home, work = tmp_path / "home", tmp_path / "work"
     work.mkdir()
     (work / "notes.txt").write_text(NOTES)
     script = long_script(tmp_path / "script.json", 3)
     ran = run_loom("run", "--json", "--model", f"scripted:{script}", "Read notes.txt three times.", cwd=work, home=home)
     assert ran.returncode == 0, ran
-    sid = ran.events()[0].session_id
+    return home, work, ran.events()[0].session_id
+
+
+def test_cli_compacts_on_request_with_a_preview_first_and_switches_to_a_smaller_model(tmp_path: Path) -> None:
+    home, work, sid = ran_session(tmp_path)
 
     listed = run_loom("sessions", cwd=work, home=home)
     assert listed.returncode == 0, listed
@@ -146,26 +151,17 @@ def test_cli_compacts_a_session_on_request_with_a_preview_first(tmp_path: Path) 
     assert done.stdout.startswith("compacted: replaced")
     assert "## Goal and constraints" in done.stdout and '"Read notes.txt three times."' in done.stdout
 
-    exported = run_loom("attach", sid, "--no-follow", "--json", cwd=work, home=home)
-    kinds = [json.loads(line)["type"] for line in exported.stdout.splitlines()]
-    assert kinds.count("context_compacted") == 1 and kinds.count("tool_call_finished") == 3
-
-
-def test_cli_model_switch_to_a_smaller_window_compacts_first(tmp_path: Path) -> None:
-    home, work = tmp_path / "home", tmp_path / "work"
-    work.mkdir()
-    (work / "notes.txt").write_text(NOTES)
-    script = long_script(tmp_path / "script.json", 3)
-    ran = run_loom("run", "--json", "--model", f"scripted:{script}", "Read notes.txt three times.", cwd=work, home=home)
-    assert ran.returncode == 0, ran
-    sid = ran.events()[0].session_id
+    # A model whose window the history would crowd: the current model compacts again first.
     small = tmp_path / "small.json"
     small.write_text(json.dumps({"context_window": 5000, "turns": [{"text": "ok"}]}), encoding="utf-8")
-
     switched = run_loom("model", sid, f"scripted:{small}", cwd=work, home=home)
     assert switched.returncode == 0, switched
     assert switched.stdout.startswith("compacted: replaced"), switched.stdout
     assert f"now uses scripted:{small}" in switched.stdout and "window 5,000 tokens" in switched.stdout
 
+    exported = run_loom("attach", sid, "--no-follow", "--json", cwd=work, home=home)
+    kinds = [json.loads(line)["type"] for line in exported.stdout.splitlines()]
+    assert kinds.count("context_compacted") == 2 and kinds.count("tool_call_finished") == 3
+    assert kinds[-1] == "model_switched"
     listed = run_loom("sessions", cwd=work, home=home)
     assert f"scripted:{small}"[:28] in listed.stdout
