@@ -6,6 +6,10 @@ note) has not been counted by anyone, so it is estimated. A provider that report
 (some OpenAI-compatible servers, the scripted model) is estimated in full. The meter remembers which
 message the reported figure ends at, so a history that was replaced (compaction, a cancelled run
 rebuilt from the store, a model switch) falls back to a full estimate instead of a stale figure.
+
+Estimates are kept as running totals (per message appended, and the system prompt and tool
+definitions once per run), so that measuring before every model call costs the same at step 200 as
+at step 2: a provider that reports no usage must not make each step re-read the whole history.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from orchestrator.events import ContextWatermark
 from orchestrator.messages import Message, Usage
 from orchestrator.models.base import ToolSpec
 from orchestrator.models.profiles import ModelProfile
-from orchestrator.tokens import estimate_messages, estimate_request
+from orchestrator.tokens import estimate_messages, estimate_text, estimate_tools
 
 
 class ContextMeter:
@@ -28,6 +32,10 @@ class ContextMeter:
         self._reported: int | None = None
         self._last: Message | None = None
         self._covered = 0
+        self._counted: tuple[Message | None, int, int] = (None, 0, 0)
+        """(last message counted, how many, their estimate): the running total of the history's estimate."""
+        self._fixed: tuple[str, Sequence[ToolSpec], int] | None = None
+        """(system prompt, tools, their estimate), reused while the loop passes the same objects."""
 
     def reset(self, model: str | None = None, profile: ModelProfile | None = None) -> None:
         """Forget the last reported figure (the history or the model changed), optionally for a new model."""
@@ -36,12 +44,24 @@ class ContextMeter:
         self._reported = None
         self._last = None
         self._covered = 0
+        self._counted = (None, 0, 0)
+
+    def estimate(self, system: str, history: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> int:
+        """Loom's estimate of a whole request, extending running totals where the history only grew."""
+        last, count, total = self._counted
+        if not (0 < count <= len(history) and history[count - 1] is last):
+            count, total = 0, 0
+        total += estimate_messages(history[count:])
+        self._counted = (history[-1] if history else None, len(history), total)
+        if self._fixed is None or self._fixed[0] is not system or self._fixed[1] is not tools:
+            self._fixed = (system, tools, estimate_text(system) + estimate_tools(tools))
+        return self._fixed[2] + total
 
     def used(self, system: str, history: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> int:
         """Tokens the next request would use: the last reported figure plus an estimate of what came since."""
         if self._reported is not None and self._still_counted(history):
             return self._reported + estimate_messages(history[self._covered :])
-        return estimate_request(system, history, tools)
+        return self.estimate(system, history, tools)
 
     def ratio(self, tokens: int) -> float:
         """``tokens`` as a share of the window."""
@@ -67,8 +87,8 @@ class ContextMeter:
             used, source = usage.input_tokens + usage.output_tokens, "provider"
             self._reported, self._last, self._covered = used, history[-1] if history else None, len(history)
         else:
-            self.reset()
-            used, source = estimate_request(system, history, tools), "estimate"
+            self._reported, self._last, self._covered = None, None, 0
+            used, source = self.estimate(system, history, tools), "estimate"
         return self.event(used, session_id=session_id, run_id=run_id, step=step, source=source)
 
     def event(

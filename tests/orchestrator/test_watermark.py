@@ -46,3 +46,16 @@ def test_a_replaced_history_falls_back_to_an_estimate() -> None:
     compacted = [user("summary"), assistant("hi again")]
     assert meter.used("s", compacted) == estimate_request("s", compacted)
     assert not meter.over_threshold(meter.used("s", compacted))
+
+
+def test_the_running_estimate_matches_a_full_one_as_the_history_grows_and_is_replaced() -> None:
+    meter = ContextMeter("scripted:x", ModelProfile(context_window=100_000))
+    history: list[Message] = []
+    for i in range(30):
+        history.append(user(f"question {i} " * (i + 1)))
+        assert meter.used("sys", history) == estimate_request("sys", history)
+        history.append(assistant(f"answer {i}"))
+        meter.observe(Usage(), "sys", history, [], session_id="s", run_id="r", step=i)
+    replaced = [user("summary"), *history[-4:]]
+    assert meter.used("sys", replaced) == estimate_request("sys", replaced)
+    assert meter.used("other system prompt", replaced) == estimate_request("other system prompt", replaced)
