@@ -110,8 +110,6 @@ async def _in_process(plan: Plan, home: Path) -> list[Figure]:
     figures.append(await loop.measure_flatness(home / "flat", plan.flat_runs))
     (home / "store").mkdir()
     figures.extend(await store.measure(home / "store", plan.store_reps, plan.store_steps))
-    (home / "context").mkdir()
-    figures.append(await context.measure(home / "context", plan.context_reps, plan.context_events))
     return figures
 
 
@@ -172,6 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         figures.extend(anyio.run(_in_process, plan, Path(tmp)))
         (Path(tmp) / "resume").mkdir()
         figures.append(resume.measure(Path(tmp) / "resume", plan.resume_steps, plan.resume_reps))
+        (Path(tmp) / "context").mkdir()
+        figures.append(anyio.run(context.measure, Path(tmp) / "context", plan.context_reps, plan.context_events))
     elapsed = time.perf_counter() - started
     print(render(figures))
     print(f"({elapsed:.0f} s)")
