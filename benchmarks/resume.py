@@ -12,8 +12,8 @@ WAL un-checkpointed and its owner gone.
 **The resume** is what ``loom resume RUN`` does in process (``clients/cli/resume.py``), timed in the
 benchmark process on a fresh copy of the crashed home for every repetition: open the store (which
 recovers the WAL), ``Runtime.mark_interrupted``, look up the run and session, ``open_session`` with
-the session id (reads every event, rebuilds the history, connects fs and shell), then
-``Session.resume`` (reads the events again, finds the resume point, records ``run_resumed``, runs
+the session id (reads every event, rebuilds the history, connects fs, shell, memory and Loom's own
+tools), then ``Session.resume`` (reuses those events, finds the resume point, records ``run_resumed``, runs
 the interrupted ``fs__read`` again since it is read-only, records its result) until the model is
 called. The interpreter's import time is not included: figure 2 measures that floor separately.
 """
@@ -184,7 +184,7 @@ def measure(base: Path, steps: int, repetitions: int) -> Figure:
             + ", ".join(f"{p} {fmt_time(v)}" for p, v in breakdown.items())
             + " (the last: Session.resume up to the model call, with the read-only call run again)",
             f"inside: read_events of the whole session {fmt_time(median([r['read_events (each)'] for r in results]))}"
-            f" (twice: open_session and resume), find_resume_point"
+            f" (once, by open_session: the resume reuses those events), find_resume_point"
             f" {fmt_time(median([r['find_resume_point'] for r in results]))}, rebuild_history"
             f" {fmt_time(median([r['rebuild_history'] for r in results]))} (timed standalone)",
         ],
