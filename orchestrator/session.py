@@ -278,8 +278,11 @@ class Session:
                         f"({report.detail}); the session keeps {self.model.name}"
                     )
             previous = self.model.name
+            # The gauge every client shows is measured against the new window from now on.
+            gauge = ContextMeter(model.name, profile).event(used, session_id=self.id, run_id=None)
             await self.log.append(
-                ModelSwitched(session_id=self.id, model=model.name, previous=previous, window=profile.context_window)
+                ModelSwitched(session_id=self.id, model=model.name, previous=previous, window=profile.context_window),
+                gauge,
             )
             self.model = model
             self.meter.reset(model.name, profile)

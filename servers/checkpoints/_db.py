@@ -7,7 +7,9 @@ their field names, nothing else about them.
 
 Each append without index events is one multi-row ``INSERT`` in autocommit mode (atomic on its
 own), so the hot path costs one round trip to aiosqlite's thread per batch. A batch with index events
-(a step's ``context_watermark`` is one) is a transaction: a few round trips more, about 0.1-0.2 ms.
+is a transaction: a few round trips more. That is why a step's ``context_watermark`` is not indexed
+(indexing it cost about 0.5 ms per model call): a session's gauge is read from its latest watermark
+when the session is listed.
 """
 
 from __future__ import annotations
@@ -68,10 +70,8 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         " PRIMARY KEY (session_id, checkpoint, path))",
     ),
     5: (
-        # How full the session's context window was at its last watermark, and how large the window of
-        # its current model is: NULL until a watermark (or a model switch) says, so that listing sessions
-        # shows the gauge without reading any session's events.
-        "ALTER TABLE sessions ADD COLUMN context_used INTEGER",
+        # The window of the model a switch chose (NULL until a switch): a listed session's gauge is measured
+        # against it even before the new model's first watermark.
         "ALTER TABLE sessions ADD COLUMN context_window INTEGER",
         # Finds one tool result by its call id (see `Database.find_tool_result`) without parsing every
         # result the session holds: 75 ms for 10,000 results of 2 KB without it, under 1 ms with it. Partial,
@@ -94,7 +94,6 @@ _INDEX_TYPES = frozenset(
         "run_started",
         "run_resumed",
         "run_finished",
-        "context_watermark",
         "model_switched",
     }
 )
@@ -347,12 +346,6 @@ class Database:
                 "UPDATE runs SET finished=?, status=?, reason=?, final_text=? WHERE id=?",
                 (e["ts"], e["status"], e.get("reason", ""), e.get("final_text", ""), e["run_id"]),
             )
-        elif kind == "context_watermark":
-            # The latest watermark wins: events of one session are appended in order.
-            await db.execute(
-                "UPDATE sessions SET context_used=?, context_window=? WHERE id=?",
-                (e.get("used_tokens"), e.get("window"), e["session_id"]),
-            )
         elif kind == "model_switched":
             # The session row's model is the one a reopened session uses; its window goes with it, while the
             # last usage stays until the next watermark measures it against the new window.
@@ -411,13 +404,21 @@ class Database:
     # -- sessions and runs ------------------------------------------------------------------------
 
     async def sessions(self, clause: str, params: Sequence[Any]) -> list[dict[str, Any]]:
-        """Session rows (``clause`` follows ``FROM sessions s``) with their last ``seq``."""
+        """Session rows (``clause`` follows ``FROM sessions s``) with their last ``seq`` and context gauge."""
+        # The latest watermark is found walking the session's events back from the newest: every model call
+        # writes one, so the walk is a few rows long.
         sql = (
-            "SELECT id, created, cwd, model, mode, archived, context_used, context_window, "
+            "SELECT id, created, cwd, model, mode, archived, context_window, "
+            "(SELECT body FROM events WHERE session_id=s.id AND type='context_watermark' ORDER BY seq DESC LIMIT 1), "
             "(SELECT COALESCE(MAX(seq),0) FROM events WHERE session_id=s.id) FROM sessions s " + clause
         )
-        keys = ("id", "created", "cwd", "model", "mode", "archived", "context_used", "context_window", "last_seq")
-        return [dict(zip(keys, row, strict=True)) for row in await self._fetch(sql, params)]
+        keys = ("id", "created", "cwd", "model", "mode", "archived", "context_window", "watermark", "last_seq")
+        rows = [dict(zip(keys, row, strict=True)) for row in await self._fetch(sql, params)]
+        for row in rows:
+            mark = json.loads(row.pop("watermark") or "{}")
+            row["context_used"] = mark.get("used_tokens")
+            row["context_window"] = row["context_window"] or mark.get("window")  # a later switch's window wins
+        return rows
 
     async def runs(self, clause: str, params: Sequence[Any]) -> list[dict[str, Any]]:
         """Run rows; ``clause`` follows ``FROM runs``."""

@@ -162,6 +162,8 @@ def test_cli_compacts_on_request_with_a_preview_first_and_switches_to_a_smaller_
     exported = run_loom("attach", sid, "--no-follow", "--json", cwd=work, home=home)
     kinds = [json.loads(line)["type"] for line in exported.stdout.splitlines()]
     assert kinds.count("context_compacted") == 2 and kinds.count("tool_call_finished") == 3
-    assert kinds[-1] == "model_switched"
+    assert kinds[-2:] == ["model_switched", "context_watermark"]
     listed = run_loom("sessions", cwd=work, home=home)
     assert f"scripted:{small}"[:28] in listed.stdout
+    mark = json.loads(exported.stdout.splitlines()[-1])
+    assert mark["window"] == 5000 and mark["used_tokens"] < 5000

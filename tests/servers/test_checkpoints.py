@@ -258,7 +258,7 @@ INSERT INTO events VALUES ('s_old', 2, 'r_old', 'tool_call_finished', 1.5,
 """A database as schema 4 (file snapshots, no context columns) left it."""
 
 
-async def test_a_version_4_database_gains_context_columns_that_start_empty(tmp_path: Path) -> None:
+async def test_a_version_4_database_gains_a_context_gauge_that_starts_empty(tmp_path: Path) -> None:
     path = tmp_path / "loom.db"
     with contextlib.closing(sqlite3.connect(path)) as conn:
         conn.executescript(V4_SCHEMA)
