@@ -26,6 +26,10 @@ DEFAULT_CALL_TIMEOUT_S = 600.0
 DEFAULT_STARTUP_TIMEOUT_S = 30.0
 
 
+BUILT_IN_SERVERS = frozenset({"fs", "shell", "memory", "loom"})
+"""Server names every session's hub already uses; a configured server cannot take one."""
+
+
 class ConfigError(Exception):
     """A configuration file is unusable; the message names the file and what is wrong."""
 
@@ -197,6 +201,12 @@ def load_config_file(path: Path) -> LoomConfig:
     servers_raw = data.get("mcpServers", {})
     if not isinstance(servers_raw, dict):
         raise ConfigError(f"{path}: 'mcpServers' must be an object mapping names to servers")
+    taken = sorted(BUILT_IN_SERVERS & set(servers_raw))
+    if taken:
+        raise ConfigError(
+            f"{path}: mcpServers.{taken[0]}: the name {taken[0]!r} is taken by Loom's built-in server "
+            f"(built-in: {', '.join(sorted(BUILT_IN_SERVERS))}); give this server another name"
+        )
     servers = tuple(parse_server(str(name), raw, str(path)) for name, raw in servers_raw.items())
     tool_timeouts_s = _timeouts(data.get("toolTimeouts"), f"{path}: toolTimeouts")
     shell = _shell(data["shell"], f"{path}: shell") if "shell" in data else None

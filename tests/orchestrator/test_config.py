@@ -139,3 +139,10 @@ def test_bad_shell_options_name_the_key(tmp_path: Path, shell: object, message: 
     with pytest.raises(ConfigError, match=message) as err:
         load_config_file(path)
     assert str(path) in str(err.value)
+
+
+def test_a_configured_server_cannot_take_a_built_in_name(tmp_path: Path) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"mcpServers": {"memory": {"command": "memory-server"}}}))
+    with pytest.raises(ConfigError, match=r"mcpServers.memory: the name 'memory' is taken by Loom's built-in server"):
+        load_config_file(config)
