@@ -27,6 +27,7 @@ import anyio
 
 from orchestrator.events import (
     AssistantMessage,
+    ContextCompacted,
     Event,
     RunFinished,
     RunResumed,
@@ -114,11 +115,17 @@ def find_resume_point(events: Sequence[Event], run_id: str) -> ResumePoint:
     assert isinstance(message, AssistantMessage)
     after = [e for i, e in run_events if i > index]
     uses = message.message.tool_uses
+    # A compaction recorded after the step (before the next model call that never came, or asked for while the
+    # run was interrupted) still applies: it kept from this message or earlier, so the resumed run sees the
+    # summary, not the history it replaced.
+    later = [
+        e for e in events[index + 1 :] if isinstance(e, ContextCompacted) and e.kept_from_seq <= (message.seq or 0)
+    ]
     return ResumePoint(
         run_id,
         message.step,
         start.max_steps,
-        rebuild_history(events[: index + 1], open_tail=True),
+        rebuild_history([*events[: index + 1], *later[-1:]], open_tail=True),
         uses,
         {e.call_id: e for e in after if isinstance(e, ToolCallFinished)},
         frozenset(e.call_id for e in after if isinstance(e, ToolCallStarted)),

@@ -17,7 +17,14 @@ from orchestrator.compaction import (
     preview_compaction,
     summary_request,
 )
-from orchestrator.events import AssistantMessage, CompactionFailed, ContextCompacted, Event
+from orchestrator.events import (
+    AssistantMessage,
+    CompactionFailed,
+    ContextCompacted,
+    Event,
+    RunStarted,
+    ToolCallStarted,
+)
 from orchestrator.history import rebuild_history, summary_text
 from orchestrator.messages import Message, TextBlock, ToolResultBlock
 from orchestrator.models.base import ModelRequest, ModelResponse
@@ -371,3 +378,22 @@ def test_a_long_pasted_message_is_material_to_summarise_not_an_instruction_to_qu
     assert plan.instructions[0] == "Never touch the CI config."
     assert pasted not in plan.instructions
     assert "Here is the log:" in summary_request(plan).messages[0].text  # still there for the summary to describe
+
+
+def test_a_run_killed_after_a_compaction_resumes_from_the_summary() -> None:
+    from orchestrator.resume import find_resume_point
+
+    log = long_session(turns=4)
+    log.add(RunStarted(session_id=SESSION, run_id="live", model="scripted:test", max_steps=10))
+    log.user("Task live: read big.txt.", run_id="live")
+    log.assistant("Reading.", ("c_live", "fs__read", {"path": "big.txt"}), run_id="live")
+    last = log.events[-1].seq
+    log.add(ToolCallStarted(session_id=SESSION, run_id="live", step=1, call_id="c_live", tool="fs__read", arguments={}))
+    log.result("c_live", "big " * 1000, run_id="live")
+    assert last is not None
+    log.compacted(last)  # recorded before the next model call, which the kill prevented
+
+    point = find_resume_point(log.events, "live")
+    assert point.history[0].role == "user" and "compacted" in point.history[0].text
+    assert len(point.history) == 2 and point.history[1].tool_uses[0].id == "c_live"  # open tail: its result is reused
+    assert "c_live" in point.finished
