@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from tests.clients.cli_support import run_loom
-from tests.orchestrator.daemon.daemon_process import call, mcp_client, running_daemon
+from tests.mcp_calls import call
+from tests.orchestrator.daemon.daemon_process import mcp_client, running_daemon
 from tests.orchestrator.models.fake_anthropic import FakeAnthropic
 from tests.orchestrator.models.fake_common import Reply, Text, ToolCall
 

@@ -10,7 +10,8 @@ import anyio
 import pytest
 
 from tests.clients.cli_support import make_project, parse_events, run_loom, write_script
-from tests.orchestrator.daemon.daemon_process import call, mcp_client, running_daemon
+from tests.mcp_calls import call
+from tests.orchestrator.daemon.daemon_process import mcp_client, running_daemon
 
 WRITE_THEN_DONE: list[dict[str, Any]] = [
     {"text": "writing", "tool_calls": [{"name": "fs__write", "arguments": {"path": "out.txt", "content": "hi"}}]},

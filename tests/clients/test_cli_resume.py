@@ -20,7 +20,8 @@ import pytest
 
 from orchestrator.events import RunFinished, RunResumed
 from tests.clients.cli_support import REPO_ROOT, clean_env, loom_command, run_loom, write_script
-from tests.orchestrator.daemon.daemon_process import call, mcp_client, running_daemon, start_daemon
+from tests.mcp_calls import call
+from tests.orchestrator.daemon.daemon_process import mcp_client, running_daemon, start_daemon
 
 pytestmark = pytest.mark.anyio
 

@@ -14,9 +14,9 @@ import pytest
 
 from orchestrator.daemon.client import connect
 from tests.clients.cli_support import run_loom, write_script
+from tests.mcp_calls import call
 from tests.orchestrator.daemon.daemon_process import (
     Daemon,
-    call,
     file_mode,
     http,
     mcp_client,

@@ -10,7 +10,8 @@ import pytest
 
 from orchestrator.events import ApprovalRequested, ToolCallFinished
 from tests.clients.cli_support import run_loom, write_script
-from tests.orchestrator.daemon.daemon_process import Daemon, call, mcp_client, running_daemon
+from tests.mcp_calls import call
+from tests.orchestrator.daemon.daemon_process import Daemon, mcp_client, running_daemon
 
 pytestmark = pytest.mark.anyio
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 from mcp import Client
@@ -12,6 +11,7 @@ from mcp import Client
 from orchestrator.embedded import embedded_runtime
 from orchestrator.face import build_face
 from orchestrator.host import SessionHost
+from tests.mcp_calls import call
 
 pytestmark = pytest.mark.anyio
 
@@ -19,13 +19,6 @@ TURNS = [
     {"text": "w", "tool_calls": [{"name": "fs__write", "arguments": {"path": "a.txt", "content": "a"}}]},
     {"text": "done"},
 ]
-
-
-async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return dict(result.structured_content)
 
 
 async def test_approve_session_survives_a_restart(tmp_path: Path) -> None:

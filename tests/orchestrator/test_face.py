@@ -14,6 +14,7 @@ from mcp import Client
 from orchestrator.embedded import embedded_runtime
 from orchestrator.face import build_face
 from orchestrator.host import SessionHost
+from tests.mcp_calls import call
 
 pytestmark = pytest.mark.anyio
 
@@ -31,14 +32,6 @@ def script(tmp_path: Path, turns: Sequence[Mapping[str, Any]]) -> str:
     path = tmp_path / "script.json"
     path.write_text(json.dumps({"turns": turns}))
     return f"scripted:{path}"
-
-
-async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    content: dict[str, Any] | None = result.structured_content
-    assert content is not None
-    return content
 
 
 @pytest.mark.parametrize("mode", MODES)

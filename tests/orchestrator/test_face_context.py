@@ -5,17 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from mcp import Client
 
-from tests.orchestrator.test_face import call, face_client, script
+from tests.mcp_calls import call, error_of
+from tests.orchestrator.test_face import face_client, script
 
 pytestmark = pytest.mark.anyio
-
-
-async def error_of(client: Client, tool: str, **arguments: object) -> str:
-    result = await client.call_tool(tool, dict(arguments))
-    assert result.is_error, result
-    return " ".join(getattr(b, "text", "") for b in result.content)
 
 
 async def test_compaction_and_model_switch_are_refused_while_a_run_is_going(tmp_path: Path) -> None:

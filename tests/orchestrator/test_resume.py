@@ -37,6 +37,7 @@ from orchestrator.messages import TextBlock, ToolResultBlock
 from orchestrator.models.base import Model, ModelRequest
 from orchestrator.models.scripted import FunctionModel
 from orchestrator.runtime import Runtime
+from tests.mcp_calls import call
 
 pytestmark = pytest.mark.anyio
 
@@ -137,14 +138,6 @@ async def interrupt(world: World, *, held: list[str], done: list[str], mode: str
             await stored(host.runtime, session.id, started(tag))
             await until(functools.partial(world.has_run, tag))  # the server has it
     return session.id, handle.run_id
-
-
-async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    content: dict[str, Any] | None = result.structured_content
-    assert content is not None
-    return content
 
 
 def note_of(request: ModelRequest) -> str:

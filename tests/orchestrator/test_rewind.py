@@ -14,6 +14,7 @@ from mcp import Client
 from orchestrator.embedded import embedded_runtime
 from orchestrator.face import build_face
 from orchestrator.host import SessionHost
+from tests.mcp_calls import call
 
 pytestmark = pytest.mark.anyio
 
@@ -55,13 +56,6 @@ async def face(tmp_path: Path) -> AsyncIterator[Client]:
     async with embedded_runtime(tmp_path / "home") as runtime, SessionHost(runtime) as host:
         async with Client(build_face(host)) as client:
             yield client
-
-
-async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return dict(result.structured_content)
 
 
 def tree(root: Path) -> dict[str, bytes]:

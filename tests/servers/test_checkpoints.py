@@ -17,6 +17,7 @@ from mcp import Client, StdioServerParameters
 
 from servers.checkpoints import SCHEMA_VERSION, build_server
 from servers.checkpoints._db import Database, DatabaseError, describe
+from tests.mcp_calls import call, error_of
 from tests.servers._support import IN_PROCESS_MODES
 
 pytestmark = pytest.mark.anyio
@@ -38,22 +39,9 @@ async def connected(path: Path, mode: str = "auto", *, read_only: bool = False) 
         yield client
 
 
-async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return dict(result.structured_content)
-
-
 def events_of(found: dict[str, Any]) -> list[dict[str, Any]]:
     """The events of a read_events result: the store returns each as its stored JSON text."""
     return [json.loads(text) for text in found["events"]]
-
-
-async def error_of(client: Client, tool: str, **arguments: Any) -> str:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error
-    return " ".join(getattr(block, "text", "") for block in result.content)
 
 
 @pytest.mark.parametrize("mode", IN_PROCESS_MODES)

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.servers.test_checkpoints import call, connected, created, notice
+from tests.mcp_calls import call
+from tests.servers.test_checkpoints import connected, created, notice
 
 pytestmark = pytest.mark.anyio
 

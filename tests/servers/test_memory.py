@@ -13,6 +13,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from servers.memory import MAX_BODY_BYTES, SCHEMA_VERSION, build_server
+from tests.mcp_calls import call, error_of
 from tests.servers._support import IN_PROCESS_MODES, REPO_ROOT
 
 pytestmark = pytest.mark.anyio
@@ -22,19 +23,6 @@ pytestmark = pytest.mark.anyio
 async def connected(path: Path, mode: str = "auto", *, project: str = "", session: str = "") -> AsyncIterator[Client]:
     async with Client(build_server(path, project=project, session=session), mode=mode) as client:
         yield client
-
-
-async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    assert result.structured_content is not None
-    return dict(result.structured_content)
-
-
-async def error_of(client: Client, tool: str, **arguments: Any) -> str:
-    result = await client.call_tool(tool, arguments)
-    assert result.is_error
-    return " ".join(getattr(block, "text", "") for block in result.content)
 
 
 @pytest.mark.parametrize("mode", IN_PROCESS_MODES)

@@ -119,15 +119,6 @@ async def mcp_client(daemon: Daemon, mode: str) -> AsyncIterator[Client]:
         yield mcp
 
 
-async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
-    """Call a face tool and return its structured result, failing the test on a tool error."""
-    result = await client.call_tool(tool, arguments)
-    assert not result.is_error, result.content
-    content: dict[str, Any] | None = result.structured_content
-    assert content is not None
-    return content
-
-
 def file_mode(path: Path) -> int:
     """Permission bits of ``path``."""
     return os.stat(path).st_mode & 0o777

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.clients.cli_support import write_script
-from tests.orchestrator.daemon.daemon_process import call, mcp_client, start_daemon
+from tests.mcp_calls import call
+from tests.orchestrator.daemon.daemon_process import mcp_client, start_daemon
 
 pytestmark = pytest.mark.anyio
 
