@@ -21,6 +21,9 @@ from orchestrator.compactor import KEEP_SHARE, CompactionReport, Compactor, Swit
 from orchestrator.context import base_prompt, build_system_prompt
 from orchestrator.eventlog import EventLog
 from orchestrator.events import (
+    CompactionFailed,
+    CompactionTrigger,
+    ContextCompacted,
     Event,
     ModelRetry,
     ModelSwitched,
@@ -33,7 +36,7 @@ from orchestrator.history import rebuild_history
 from orchestrator.hub import Hub
 from orchestrator.loop import LoopResult, RunContext, run_loop
 from orchestrator.messages import Message
-from orchestrator.models.base import Model, ModelError
+from orchestrator.models.base import Model, ModelError, ToolSpec
 from orchestrator.models.profiles import ModelProfile, ProfileSettings, profile_for
 from orchestrator.models.retry import RetryingModel, RetryPolicy
 from orchestrator.owner import owner_alive, this_process
@@ -229,16 +232,7 @@ class Session:
                 if found is None:
                     return CompactionReport.of(None, before)
                 return CompactionReport("preview", before, found.tokens_after, preview=found)
-            model = self._retrying(None, None)
-            event = await self.compactor.compact(
-                self.history,
-                system=system,
-                tools=tools,
-                run_id=None,
-                trigger="manual",
-                focus=focus,
-                call_model=lambda request: complete(model, request),
-            )
+            event = await self._compact_between_runs(system, tools, "manual", focus=focus)
             return CompactionReport.of(event, before)
 
     async def switch_model(self, model: Model) -> CompactionReport | None:
@@ -257,17 +251,10 @@ class Session:
             used = self.meter.used(system, self.history, tools)
             report: CompactionReport | None = None
             if used / profile.context_window >= profile.compact_threshold:
-                # The current model summarises: it is the one whose window still holds the whole history.
-                current = self._retrying(None, None)
-                event = await self.compactor.compact(
-                    self.history,
-                    system=system,
-                    tools=tools,
-                    run_id=None,
-                    trigger="model_switch",
-                    call_model=lambda request: complete(current, request),
-                    # What is kept must leave the new, smaller window room to work in.
-                    keep_tokens=int(profile.context_window * KEEP_SHARE),
+                # The current model summarises: it is the one whose window still holds the whole history. What
+                # is kept must leave the new, smaller window room to work in.
+                event = await self._compact_between_runs(
+                    system, tools, "model_switch", keep_tokens=int(profile.context_window * KEEP_SHARE)
                 )
                 report = CompactionReport.of(event, used)
                 used = self.meter.used(system, self.history, tools)
@@ -287,6 +274,28 @@ class Session:
             self.model = model
             self.meter.reset(model.name, profile)
             return report
+
+    async def _compact_between_runs(
+        self,
+        system: str,
+        tools: Sequence[ToolSpec],
+        trigger: CompactionTrigger,
+        *,
+        focus: str = "",
+        keep_tokens: int | None = None,
+    ) -> ContextCompacted | CompactionFailed | None:
+        """Compact with the session's model (transient errors retried) outside any run; the caller holds the lock."""
+        model = self._retrying(None, None)
+        return await self.compactor.compact(
+            self.history,
+            system=system,
+            tools=tools,
+            run_id=None,
+            trigger=trigger,
+            focus=focus,
+            keep_tokens=keep_tokens,
+            call_model=lambda request: complete(model, request),
+        )
 
     async def _drive(
         self, ctx: RunContext, retry: RetryPolicy | None, body: Callable[[RunContext], Awaitable[LoopResult]]
