@@ -30,7 +30,6 @@ from orchestrator.truncation import clip_result
 
 if TYPE_CHECKING:
     from orchestrator.compactor import Compactor
-    from orchestrator.watermark import ContextMeter
 
 
 @dataclass(slots=True)
@@ -50,10 +49,9 @@ class RunContext:
     """The session's approvals; None runs every valid call (no policy)."""
     steps: Steps = field(default_factory=EmbeddedSteps)
     """Where model and tool calls happen and are journalled (the seam a durable engine replaces)."""
-    meter: ContextMeter | None = None
-    """Counts the context after each model call (a ``context_watermark`` event); None records none."""
     compactor: Compactor | None = None
-    """Compacts the history before a model call that would pass the threshold; None never compacts."""
+    """Counts the context after each model call (a ``context_watermark`` event, from its meter) and compacts the
+    history before a model call that would pass the threshold; None does neither."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +98,9 @@ async def run_loop(ctx: RunContext) -> LoopResult:
         )
         refusals = [finished_event(ctx, use, outcome, 0.0) for use, outcome in refused]
         recorded: list[Event] = [assistant]
-        if ctx.meter is not None:
+        if ctx.compactor is not None:
             recorded.append(
-                ctx.meter.observe(
+                ctx.compactor.meter.observe(
                     response.usage,
                     ctx.system,
                     ctx.history,

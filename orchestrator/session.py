@@ -208,7 +208,6 @@ class Session:
             history=self.history,
             max_steps=max_steps,
             approvals=self.approvals,
-            meter=self.meter,
             compactor=self.compactor,
         )
 
