@@ -23,7 +23,7 @@ from orchestrator.events import CompactionFailed, CompactionTrigger, ContextComp
 from orchestrator.history import rebuild_history
 from orchestrator.messages import Message
 from orchestrator.models.base import ModelRequest, ModelResponse, ToolSpec
-from orchestrator.tokens import estimate_text, estimate_tools
+from orchestrator.tokens import estimate_overhead
 from orchestrator.watermark import ContextMeter
 
 KEEP_SHARE = 0.25
@@ -127,7 +127,7 @@ class Compactor:
             trigger=trigger,
             focus=focus,
             keep_tokens=self.keep_tokens() if keep_tokens is None else keep_tokens,
-            overhead_tokens=overhead(system, tools),
+            overhead_tokens=estimate_overhead(system, tools),
         )
         if event is None:
             return None
@@ -147,9 +147,6 @@ class Compactor:
     async def preview(self, *, system: str, tools: Sequence[ToolSpec]) -> CompactionPreview | None:
         """What a compaction would drop and keep, estimated without calling the model."""
         events = await self.log.store.read_context_events(self.session_id)
-        return preview_compaction(events, keep_tokens=self.keep_tokens(), overhead_tokens=overhead(system, tools))
-
-
-def overhead(system: str, tools: Sequence[ToolSpec]) -> int:
-    """Tokens every request spends before its first message: the system prompt and the tool definitions."""
-    return estimate_text(system) + estimate_tools(tools)
+        return preview_compaction(
+            events, keep_tokens=self.keep_tokens(), overhead_tokens=estimate_overhead(system, tools)
+        )

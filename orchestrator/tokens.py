@@ -60,6 +60,11 @@ def estimate_tools(tools: Sequence[ToolSpec]) -> int:
     )
 
 
+def estimate_overhead(system: str, tools: Sequence[ToolSpec] = ()) -> int:
+    """Estimated tokens every request spends before its first message: the system prompt and the tool definitions."""
+    return estimate_text(system) + estimate_tools(tools)
+
+
 def estimate_request(system: str, messages: Iterable[Message], tools: Sequence[ToolSpec] = ()) -> int:
     """Estimated input tokens of a whole request: system prompt, tools and messages."""
-    return estimate_text(system) + estimate_tools(tools) + estimate_messages(messages)
+    return estimate_overhead(system, tools) + estimate_messages(messages)

@@ -20,7 +20,7 @@ from orchestrator.events import ContextWatermark
 from orchestrator.messages import Message, Usage
 from orchestrator.models.base import ToolSpec
 from orchestrator.models.profiles import ModelProfile
-from orchestrator.tokens import estimate_messages, estimate_text, estimate_tools
+from orchestrator.tokens import estimate_messages, estimate_overhead
 
 
 class ContextMeter:
@@ -54,7 +54,7 @@ class ContextMeter:
         total += estimate_messages(history[count:])
         self._counted = (history[-1] if history else None, len(history), total)
         if self._fixed is None or self._fixed[0] is not system or self._fixed[1] is not tools:
-            self._fixed = (system, tools, estimate_text(system) + estimate_tools(tools))
+            self._fixed = (system, tools, estimate_overhead(system, tools))
         return self._fixed[2] + total
 
     def used(self, system: str, history: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> int:

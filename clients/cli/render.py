@@ -8,7 +8,6 @@ from typing import TextIO
 
 from orchestrator.events import (
     AssistantMessage,
-    CompactionFailed,
     ContextCompacted,
     ContextWatermark,
     Event,
@@ -89,8 +88,6 @@ class TerminalRenderer:
                 f"context compacted ({event.trigger}): {event.tokens_before:,} → {event.tokens_after:,} tokens; "
                 f"{event.dropped_messages} messages ({event.dropped_tool_calls} tool calls) replaced by a summary"
             )
-        elif isinstance(event, CompactionFailed):
-            pass  # its notice (a warning) says what happened
         elif isinstance(event, ModelSwitched):
             self._status(f"model switched to {event.model} (window {event.window:,} tokens)")
         elif isinstance(event, RunFinished):
