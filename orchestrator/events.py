@@ -24,8 +24,11 @@ RunStatus = Literal[
 ApprovalKind = Literal["policy", "review"]
 """Why an approval is asked: policy before a call, or a review of a call an interruption left unfinished."""
 
-FailureKind = Literal["invalid_arguments", "unknown_tool", "server_unavailable", "timed_out", "tool_error", "denied"]
-"""Why a tool call failed, in terms a user (and a retry policy) can act on."""
+FailureKind = Literal[
+    "invalid_arguments", "unknown_tool", "server_unavailable", "outcome_unknown", "timed_out", "tool_error", "denied"
+]
+"""Why a tool call failed, in terms a user (and a retry policy) can act on. ``outcome_unknown``: the server died or
+its connection broke while the call was in flight, so its effect may have happened."""
 
 
 class _EventBase(BaseModel):

@@ -321,23 +321,30 @@ class Hub:
             except MCPError as exc:
                 if exc.code != mt.CONNECTION_CLOSED or "closed" not in exc.message.lower():
                     return outcomes.protocol_error(name, exc)
-                return await self._lost(conn, client, exc)
+                return await self._lost(conn, client, exc, name, tool.annotations)
             except Exception as exc:  # a broken connection must become an error result
-                return await self._lost(conn, client, exc)
+                return await self._lost(conn, client, exc, name, tool.annotations)
         if result is None:
             read_only = tool.annotations is not None and tool.annotations.read_only_hint is True
             return outcomes.timed_out(name, limit, read_only=read_only, takes_timeout=takes_timeout(tool.input_schema))
         return outcomes.from_result(result)
 
-    async def _lost(self, conn: _Connection, client: Client, exc: BaseException) -> ToolOutcome:
-        """The connection broke during a call: report it, let the next call restart the server."""
+    async def _lost(
+        self, conn: _Connection, client: Client, exc: BaseException, name: str, annotations: mt.ToolAnnotations | None
+    ) -> ToolOutcome:
+        """The connection broke during a call: report it, let the next call restart the server.
+
+        The request had been sent, so the call may have taken effect before the server died: the outcome is
+        unknown, not merely "unavailable".
+        """
         if conn.client is client:  # not already replaced by a restart that a concurrent call made
             conn.error = f"stopped answering: {describe(exc)}"
             conn.client = None
             self._schedule_restart(conn)
             conn.stop.set()
             await self._report(conn)
-        return outcomes.server_unavailable(conn.name, f"stopped answering: {describe(exc)}")
+        read_only = annotations is not None and annotations.read_only_hint is True
+        return outcomes.outcome_unknown(name, conn.name, f"stopped answering: {describe(exc)}", read_only=read_only)
 
 
 def _validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator | None:

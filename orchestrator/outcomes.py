@@ -57,6 +57,24 @@ def server_unavailable(server: str, error: str | None) -> ToolOutcome:
     )
 
 
+def outcome_unknown(name: str, server: str, error: str, *, read_only: bool) -> ToolOutcome:
+    """The server died or its connection broke while the call was in flight: nobody knows whether it took effect.
+
+    Worded like a call a crash left unfinished on resume: the effect may have happened, so the model must look
+    before it repeats the call (a read-only tool changed nothing, so it may simply be called again).
+    """
+    if read_only:
+        then = f"{name} is read-only, so nothing was changed; call it again once the server is back"
+    else:
+        then = (
+            f"the outcome is unknown: {name} may already have taken effect. Check (read the file, list the "
+            "resource) before repeating it, or tell the user"
+        )
+    return ToolOutcome(
+        f"MCP server {server!r} stopped during the call ({_short(error)}); {then}", True, "outcome_unknown"
+    )
+
+
 def timed_out(name: str, timeout_s: float, *, read_only: bool, takes_timeout: bool = False) -> ToolOutcome:
     """The call ran past its time limit and was cancelled on the server.
 

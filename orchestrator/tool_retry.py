@@ -1,9 +1,10 @@
 """Retrying a tool call that failed for a transient reason, only when repeating it is harmless.
 
-Only ``server_unavailable`` is transient: the server died, its connection broke, or it is being
-restarted, so another attempt after a restart can succeed. A call that broke mid-flight may already
-have had its effect, so only tools whose server promises ``readOnlyHint`` or ``idempotentHint`` are
-retried; a tool without annotations counts as side-effecting and is never repeated.
+Only ``server_unavailable`` (the server is down or being restarted) and ``outcome_unknown`` (it died
+or its connection broke during the call) are transient: another attempt after a restart can succeed.
+A call that broke mid-flight may already have had its effect, so only tools whose server promises
+``readOnlyHint`` or ``idempotentHint`` are retried; a tool without annotations counts as
+side-effecting and is never repeated, and the model is told its outcome is unknown.
 
 Not retried, by design: ``timed_out`` (the call already used its whole time limit, and slow calls
 are usually slow again, so a retry would multiply the wait the user configured), ``tool_error`` (the
@@ -23,7 +24,7 @@ from mcp import types as mt
 from orchestrator.events import FailureKind
 from orchestrator.outcomes import ToolOutcome
 
-TRANSIENT_FAILURES: frozenset[FailureKind] = frozenset({"server_unavailable"})
+TRANSIENT_FAILURES: frozenset[FailureKind] = frozenset({"server_unavailable", "outcome_unknown"})
 """Failure kinds that another attempt may cure."""
 
 
@@ -104,6 +105,6 @@ async def call_with_retries(
     if outcome.is_error:
         note = f" (gave up after {retries})"
     else:
-        why = (first.failure or "error").replace("_", " ")
+        why = "its server stopped during the call" if first.failure == "outcome_unknown" else "server unavailable"
         note = f"\n\n(succeeded after {retries}; the first attempt failed: {why})"
     return replace(outcome, content=outcome.content + note, attempts=tries)

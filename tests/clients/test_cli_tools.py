@@ -119,3 +119,33 @@ def test_external_stdio_servers_from_a_config_file(tmp_path: Path) -> None:
     assert by_tool["ext__echo"].content == "ping-ping-ping-"
     assert by_tool["flaky__echo"].is_error
     assert by_tool["flaky__echo"].failure == "server_unavailable"
+
+
+def test_a_server_dying_mid_call_is_reported_as_an_unknown_outcome(tmp_path: Path) -> None:
+    # The tool's effect happens, then its server dies before answering. Saying "unavailable, try another way" would
+    # invite a repeat of an effect that already happened: the model and the user are told the outcome is unknown.
+    project = make_project(tmp_path / "project")
+    home = tmp_path / "home"
+    count = tmp_path / "count.txt"
+    write_config(project / "servers.json", {"ext": stdio_test_server(TEST_SERVER_COUNT_FILE=str(count))})
+    write_script(
+        project / "die.json",
+        [
+            {"tool_calls": [{"id": "t", "name": "ext__touch_then_die", "arguments": {"tag": "paid"}}]},
+            {"text": "the server said: {{result:t}}"},
+        ],
+    )
+    result = run_loom(
+        "run", "--mode", "bypass", "--config", "servers.json", "--model", "scripted:die.json", "go",
+        cwd=project, home=home,
+    )  # fmt: skip
+    assert result.returncode == 0, result
+    assert count.read_text().splitlines() == ["paid"]  # the effect did happen, once
+    assert re.search(r"^  ✗ ext__touch_then_die .*stopped during the call", result.stdout, re.MULTILINE), result
+    assert "the outcome is unknown: ext__touch_then_die may already have taken effect" in result.stdout, result
+    assert "try another way" not in result.stdout, result
+    match = re.search(r"^loom: run (r_\w+) completed", result.stderr, re.MULTILINE)
+    assert match, result
+    exported = run_loom("export", match.group(1), cwd=project, home=home)
+    finished = [e for e in exported.events() if isinstance(e, ToolCallFinished)]
+    assert [(e.tool, e.is_error, e.failure) for e in finished] == [("ext__touch_then_die", True, "outcome_unknown")]

@@ -46,6 +46,13 @@ def touch(tag: str) -> str:
 
 
 @server.tool()
+def touch_then_die(tag: str) -> str:
+    """Record one execution, then die before answering: the effect happened, the caller never hears of it."""
+    touch(tag)
+    os._exit(1)
+
+
+@server.tool()
 def die() -> str:
     """Kill the server process in the middle of a call."""
     os._exit(1)

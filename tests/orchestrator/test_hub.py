@@ -69,7 +69,7 @@ async def test_unknown_tool_lists_what_exists() -> None:
 async def test_external_stdio_server_from_config(tmp_path: Path) -> None:
     async with Hub({}, [external("ext", tmp_path)], log_dir=tmp_path) as hub:
         names = sorted(t.name for t in hub.tools)
-        assert names == ["ext__die", "ext__echo", "ext__touch", "ext__weird_name_with_spaces"]
+        assert names == ["ext__die", "ext__echo", "ext__touch", "ext__touch_then_die", "ext__weird_name_with_spaces"]
         assert all(len(n) <= 64 for n in names)
         echo = await hub.call("ext__echo", {"text": "ab", "times": 2})
         weird = await hub.call("ext__weird_name_with_spaces", {})
@@ -106,7 +106,8 @@ async def test_server_dying_mid_call_becomes_an_error_result_then_restarts(tmp_p
     count = tmp_path / "count.txt"
     async with Hub({}, [external("ext", tmp_path, TEST_SERVER_COUNT_FILE=str(count))], log_dir=tmp_path) as hub:
         died = await hub.call("ext__die", {})
-        assert died.is_error and died.failure == "server_unavailable"
+        assert died.is_error and died.failure == "outcome_unknown"
+        assert "outcome is unknown" in died.content and "may already have taken effect" in died.content
         with anyio.fail_after(15):
             while True:  # the restart backoff is 1 s; bounded by fail_after
                 again = await hub.call("ext__touch", {"tag": "after-restart"})

@@ -46,7 +46,7 @@ async def test_an_idempotent_tool_is_retried_after_the_server_dies_and_restarts(
             outcome = await hub.call("ext__crash_once_idempotent", {"tag": "a"})
     assert (outcome.is_error, outcome.failure, outcome.attempts) == (False, None, 2)
     assert outcome.content.startswith("done a")
-    assert "succeeded after 1 retry; the first attempt failed: server unavailable" in outcome.content
+    assert "succeeded after 1 retry; the first attempt failed: its server stopped during the call" in outcome.content
     assert runs(record, "a") == 2
     assert failures == ["ext"]  # the crash is still reported, even though the call recovered
 
@@ -57,7 +57,7 @@ async def test_a_tool_without_annotations_is_never_retried(tmp_path: Path) -> No
         with anyio.fail_after(20):
             outcome = await hub.call("ext__crash_once", {"tag": "b"})
             await anyio.sleep(0.3)  # long enough for a (wrong) retry to have run
-    assert (outcome.failure, outcome.attempts) == ("server_unavailable", 1)
+    assert (outcome.failure, outcome.attempts) == ("outcome_unknown", 1)
     assert "retr" not in outcome.content
     assert runs(record, "b") == 1
 
@@ -67,7 +67,7 @@ async def test_retries_are_bounded_in_attempts(tmp_path: Path) -> None:
     async with fast_hub(record, tmp_path) as hub:
         with anyio.fail_after(30):
             outcome = await hub.call("ext__crash_always", {"tag": "c"})
-    assert (outcome.failure, outcome.attempts) == ("server_unavailable", 3)
+    assert (outcome.failure, outcome.attempts) == ("outcome_unknown", 3)
     assert outcome.content.endswith("(gave up after 2 retries)")
     assert runs(record, "c") == 3
 
@@ -78,7 +78,7 @@ async def test_retries_are_bounded_in_time(tmp_path: Path) -> None:
     async with fast_hub(record, tmp_path, retry=no_time) as hub:
         with anyio.fail_after(20):
             outcome = await hub.call("ext__crash_always", {"tag": "d"})
-    assert (outcome.failure, outcome.attempts) == ("server_unavailable", 1)
+    assert (outcome.failure, outcome.attempts) == ("outcome_unknown", 1)
     assert runs(record, "d") == 1
 
 
