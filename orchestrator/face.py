@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 from orchestrator.approvals import PendingApproval
 from orchestrator.events import Event
 from orchestrator.face_context import add_context_tools
+from orchestrator.face_input import CheckedServer, check_directory
 from orchestrator.face_rewind import add_rewind_tools
 from orchestrator.host import HostError, RunView, SessionHost
 from orchestrator.models import ModelSpecError, default_model_spec, resolve_model
@@ -152,7 +153,7 @@ def _approval(p: PendingApproval) -> ApprovalInfo:
 
 def build_face(host: SessionHost) -> MCPServer:
     """An MCP server over ``host``."""
-    face = MCPServer(
+    face = CheckedServer(
         "loom",
         instructions=(
             "Drive Loom agent sessions. create_session, then send_message (returns at once; poll get_run "
@@ -205,6 +206,7 @@ def build_face(host: SessionHost) -> MCPServer:
         headless: nobody will answer approvals, so calls that would wait for one are denied at once and
         the model is told why (for scripts and agents that cannot answer).
         """
+        check_directory(cwd)
         with _tool_errors():
             chosen = resolve_model(model or default_model_spec(), base_dir=Path(cwd))
             session = await host.create_session(Path(cwd), chosen, mode, headless=headless)

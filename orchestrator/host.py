@@ -117,9 +117,14 @@ class SessionHost:
         if mode not in MODES:
             raise HostError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
         path = anyio.Path(cwd)
-        if not await path.is_dir():
-            raise HostError(f"{cwd} is not a directory; pass an existing working directory")
-        return await self._open(Path(await path.resolve()), model, mode, None, headless)
+        try:
+            if not await path.is_dir():
+                shown = str(cwd) if len(str(cwd)) <= 200 else f"{str(cwd)[:100]}…{str(cwd)[-100:]}"
+                raise HostError(f"{shown} is not a directory; pass an existing working directory")
+            resolved = Path(await path.resolve())
+        except OSError as exc:  # too long, no permission, a loop: the path cannot be used, and the reason says why
+            raise HostError(f"cannot use {str(cwd)[:200]!r} as the working directory: {exc.strerror or exc}") from exc
+        return await self._open(resolved, model, mode, None, headless)
 
     async def _open(
         self, cwd: Path, model: Model, mode: str, session_id: str | None, headless: bool = False
