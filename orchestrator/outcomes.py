@@ -8,6 +8,7 @@ person said no) are worded by the approval code; the hub words the rest here.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,17 +117,47 @@ def from_result(result: mt.CallToolResult) -> ToolOutcome:
             parts.append(res.text if isinstance(res, mt.TextResourceContents) else f"[resource {res.uri}]")
         elif isinstance(block, mt.ResourceLink):
             parts.append(f"[resource link {block.uri}]")
-    text = "\n".join(parts)
-    if not text and result.structured_content is not None:
-        text = json.dumps(result.structured_content)
+    text = printable("\n".join(parts))
+    structured = printable_json(result.structured_content)
+    if not text and structured is not None:
+        text = json.dumps(structured)
     if result.is_error and not text:
         text = "the tool reported an error without a message; try another way"
     return ToolOutcome(
         text,
         is_error=result.is_error,
         failure="tool_error" if result.is_error else None,
-        structured=result.structured_content,
+        structured=structured,
     )
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_surrogate(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    # U+DC80..U+DCFF is how Python carries an undecodable byte of a file name (surrogateescape): show the byte.
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    r"""``text`` with any lone surrogate written out as an escape (``\xff`` for an undecodable file-name byte).
+
+    A server that lists a file whose name is not UTF-8 may hand back such characters; no JSON encoder, SQLite or
+    model API accepts them, and one of them would otherwise fail the run at the next store write.
+    """
+    return _LONE_SURROGATE.sub(_escape_surrogate, text) if not text.isascii() else text
+
+
+def printable_json(value: Any) -> Any:
+    """``value`` (parsed JSON) with :func:`printable` applied to every string in it, keys included."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable(str(k)): printable_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [printable_json(v) for v in value]
+    return value
 
 
 def describe(exc: BaseException) -> str:

@@ -315,7 +315,14 @@ class Session:
             raise
         except ModelError as exc:
             result = LoopResult("failed", f"model error: {exc}", "", ctx.step)
-        except StoreError:
+        except StoreError as exc:
+            # The store refused a write (a full disk, say); the run must not stay "running" in the store for ever.
+            # Recording its end may fail the same way, and then the original error is what the caller hears.
+            result = LoopResult("failed", f"store error: {exc}", "", ctx.step)
+            try:
+                await self._finish(ctx, result)
+            except StoreError:
+                raise exc from None
             raise
         except Exception as exc:
             logger.exception("run %s failed", ctx.run_id)

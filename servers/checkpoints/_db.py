@@ -255,7 +255,7 @@ class Database:
                 raise ValueError("every event needs a string session_id and type and a numeric ts")
             seq = planned.get(sid) or await self._next_seq(sid)
             planned[sid] = seq + 1
-            body = json.dumps({**event, "seq": seq}, separators=(",", ":"), ensure_ascii=False)
+            body = _event_json({**event, "seq": seq})
             rows.append((sid, seq, event.get("run_id"), kind, ts, body))
         indexed = [e for e in events if e["type"] in _INDEX_TYPES]
         try:
@@ -477,3 +477,19 @@ async def _close_shielded(conn: aiosqlite.Connection | None) -> None:
     if conn is not None:
         with anyio.CancelScope(shield=True):
             await conn.close()
+
+
+def _event_json(event: dict[str, Any]) -> str:
+    r"""An event's stored JSON: UTF-8 as it is, or ASCII-escaped when it holds lone surrogates.
+
+    A file name that is not UTF-8 reaches Python as a string with lone surrogates, which SQLite cannot store as
+    text ("surrogates not allowed"). JSON's ``\udcff`` escapes keep such a string exactly, so the event reads back
+    the same instead of failing the whole batch (and with it the run).
+    """
+    body = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    if not body.isascii():
+        try:
+            body.encode("utf-8")
+        except UnicodeEncodeError:
+            return json.dumps(event, separators=(",", ":"))
+    return body

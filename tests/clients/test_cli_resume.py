@@ -11,6 +11,7 @@ import json
 import signal
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -57,11 +58,23 @@ async def until(condition: Any, within_s: float = 20) -> None:
             await anyio.sleep(0.05)
 
 
-async def crash_during(root: Path, tool: str, *, auto_resume: bool = False) -> Crashed:
-    """Run one call of ``tool`` (held on the server) on a daemon, SIGKILL the daemon mid-call, rewrite the script."""
+async def crash_during(
+    root: Path,
+    tool: str,
+    *,
+    auto_resume: bool = False,
+    before: Sequence[dict[str, Any]] = (),
+    setup: Callable[[Path], None] | None = None,
+) -> Crashed:
+    """Run one call of ``tool`` (held on the server) on a daemon, SIGKILL the daemon mid-call, rewrite the script.
+
+    ``before`` are model turns played first; ``setup`` prepares the work directory.
+    """
     home, work = root / "home", root / "work"
     home.mkdir()
     work.mkdir()
+    if setup is not None:
+        setup(work)
     server = {
         "command": sys.executable,
         "args": [str(SERVER)],
@@ -72,7 +85,7 @@ async def crash_during(root: Path, tool: str, *, auto_resume: bool = False) -> C
         config["autoResume"] = True
     (home / "config.json").write_text(json.dumps(config), encoding="utf-8")
     call_turn = {"text": "working", "tool_calls": [{"name": f"rs__{tool}", "arguments": {"tag": "x", "hold": True}}]}
-    script = write_script(root / "script.json", [call_turn, {"text": "not resumed"}])
+    script = write_script(root / "script.json", [*before, call_turn, {"text": "not resumed"}])
     daemon = start_daemon(home, root)
     try:
         async with mcp_client(daemon, "auto") as client:
