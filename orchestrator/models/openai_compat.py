@@ -149,7 +149,8 @@ def to_wire_messages(system: str, messages: Sequence[Message]) -> list[dict[str,
     """
     wire: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     for message in messages:
-        text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
+        # Blocks are separate pieces (the user's words, a note Loom adds on resume): gluing them would merge sentences.
+        text = "\n\n".join(b.text for b in message.content if isinstance(b, TextBlock) and b.text)
         if message.role == "assistant":
             calls = [
                 {

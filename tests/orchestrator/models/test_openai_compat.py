@@ -382,3 +382,18 @@ def test_refusal_field_becomes_text_with_refusal_stop() -> None:
 
     assert response.message.text == "I can't help with that."
     assert response.stop_reason == "refusal"
+
+
+def test_text_blocks_of_one_message_stay_apart() -> None:
+    # On resume Loom adds its note as a second text block of the user's turn; glued on, it would read as one
+    # sentence of the user's ("...tests[Loom] This run was interrupted...").
+    note = "[Loom] This run was interrupted and has been resumed."
+    history = [
+        Message(role="user", content=[TextBlock(text="fix the tests"), TextBlock(text=note)]),
+        Message(role="assistant", content=[TextBlock(text="First."), TextBlock(text="Second.")]),
+    ]
+    wire = to_wire_messages("", history)
+    assert wire == [
+        {"role": "user", "content": f"fix the tests\n\n{note}"},
+        {"role": "assistant", "content": "First.\n\nSecond."},
+    ]
