@@ -15,7 +15,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +56,7 @@ async def run_in_process_group(
     argv: Sequence[str],
     *,
     cwd: Path,
+    env: Mapping[str, str] | None = None,
     timeout_s: float,
     max_output_bytes: int,
     term_grace_s: float,
@@ -66,6 +67,7 @@ async def run_in_process_group(
     Args:
         argv: The program and its arguments.
         cwd: Working directory of the process.
+        env: Its whole environment; None inherits this process's.
         timeout_s: Seconds to wait for the process to exit before killing its group.
         max_output_bytes: Most bytes kept from each of stdout and stderr.
         term_grace_s: Seconds between SIGTERM and SIGKILL when the group has to be ended.
@@ -84,6 +86,7 @@ async def run_in_process_group(
         process = await anyio.open_process(
             list(argv),
             cwd=cwd,
+            env=None if env is None else dict(env),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -2,19 +2,39 @@
 
 Inside the sandbox the whole filesystem is mounted read-only, the workspace root is bound writable over it, /tmp
 is a private tmpfs that disappears with the command, and /dev and /proc are the minimal ones bwrap provides. With
-``network=False`` the command also gets its own network namespace, which has only a loopback interface.
+``network=False`` the command also gets its own network namespace, which has only a loopback interface. Protected
+paths inside the root (Loom's own configuration) are bound read-only over the root; see `servers.shell._protect`.
 
 Flags that matter for safety and for killing:
 
 - ``--cap-drop ALL``: run as root, bwrap keeps every capability by default, and a root shell with CAP_SYS_ADMIN
   can simply ``mount -o remount,rw /`` inside its mount namespace. Dropping them makes the read-only mounts hold.
+- ``--unshare-pid``: without a pid namespace the command sees the host's processes, and ``/proc/<pid>/root`` of
+  one it may trace (bwrap's own parent process is one) is the host's root, writable. With it the command sees only
+  its own processes. The price: bwrap is the namespace's init, and when the command ends, init exits and the kernel
+  kills everything left in the namespace, so a redirected background job (``server > log 2>&1 &``) no longer
+  outlives the command. Pids the command prints are the namespace's, not the host's.
+- ``--unshare-user --disable-userns``, where the kernel allows it: the mounts then belong to a user namespace the
+  command cannot leave, and it cannot create nested user namespaces to regain capabilities in. The same ids are
+  kept (bwrap maps the caller's uid and gid). Where it fails its test run the sandbox goes on without it, and
+  `Sandbox.describe` says why; the other flags do not depend on it.
 - No ``--new-session``: bwrap itself is started as the leader of a fresh session and process group, so it has no
   controlling terminal for the TIOCSTI escape that flag guards against; calling setsid again inside would move the
   command out of bwrap's process group, and signalling that group is how a timeout or a cancel reaches everything.
-- No ``--unshare-pid`` (and so no ``--as-pid-1``): a pid namespace would kill a redirected background job
-  (``server > log 2>&1 &``) the moment the command ends, which the shell tool promises not to do, and the pids a
-  command prints would not be the host's.
+  Processes in the pid namespace keep that (host) process group, and bwrap dying takes the namespace with it.
 - ``--die-with-parent``: if bwrap is killed, the sandboxed shell gets SIGKILL even if it ignores SIGTERM.
+
+Host UNIX sockets are not network, so they are hidden whether or not the network is on: a reachable docker.sock or
+ssh-agent acts with the user's full authority. /run (and /var/run when it is a real directory rather than the usual
+link to /run) becomes an empty tmpfs, as do the directories of ``$SSH_AUTH_SOCK``, ``$XDG_RUNTIME_DIR``, a
+``unix://`` ``$DOCKER_HOST`` and a ``unix:path=`` D-Bus address, unless they lie inside the root. Where such a
+directory is ``/`` or the home directory (or above it), only the socket itself is covered with /dev/null. A socket
+whose variable is configured to pass (``env_pass``) stays reachable. Files a command needs that live under the
+hidden directories (``/etc/resolv.conf`` is often a link into /run, NixOS keeps its PATH there) are bound back
+read-only. Abstract sockets live in the network namespace and are cut off only with ``network=False``.
+
+Mounts apply in order: the tmpfs mounts come before the root's bind, so a root under /tmp or /run stays visible,
+and the protected paths come after it.
 
 Availability is decided by running bwrap once with the same flags (kernels and containers may forbid the
 namespaces it needs), and the answer is cached per bwrap executable for the life of the process.
@@ -22,15 +42,28 @@ namespaces it needs), and the answer is cached per bwrap executable for the life
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["INSTALL_HINT", "Sandbox", "SandboxMode", "bwrap_problem", "probe_bwrap", "resolve_sandbox"]
+from servers.shell._protect import ProtectMounts
+
+__all__ = [
+    "INSTALL_HINT",
+    "Hiding",
+    "Sandbox",
+    "SandboxMode",
+    "bwrap_problem",
+    "host_hiding",
+    "probe_bwrap",
+    "probe_userns",
+    "resolve_sandbox",
+]
 
 SandboxMode = Literal["auto", "bwrap", "off"]
 """``auto``: sandbox when bwrap works here; ``bwrap``: sandbox or refuse to start; ``off``: never sandbox."""
@@ -39,6 +72,39 @@ INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
 """How to get bwrap, for error messages."""
 
 _PROBE_TIMEOUT_S = 10.0
+
+_USERNS_CHOICES = (("--unshare-user", "--disable-userns"), ("--unshare-user",))
+"""Tried in order; bwrap before 0.8 has no --disable-userns, which is still worth a user namespace without it."""
+
+_SOCKET_VARIABLES = ("SSH_AUTH_SOCK", "XDG_RUNTIME_DIR", "DOCKER_HOST", "DBUS_SESSION_BUS_ADDRESS")
+
+_NEEDED_UNDER_HIDDEN = ("/etc/resolv.conf", "/etc/hosts", "/etc/localtime", "/etc/nsswitch.conf")
+
+
+@dataclass(frozen=True)
+class Hiding:
+    """What of the host is hidden from commands, and what is bound back.
+
+    Attributes:
+        directories: Covered with an empty tmpfs, parents before children.
+        sockets: Socket files covered with /dev/null (their directory could not be hidden whole).
+        restored: Paths under the hidden directories bound back read-only.
+    """
+
+    directories: tuple[Path, ...] = ()
+    sockets: tuple[Path, ...] = ()
+    restored: tuple[Path, ...] = ()
+
+    def flags(self) -> list[str]:
+        """The bwrap flags, in mount order."""
+        flags: list[str] = []
+        for directory in self.directories:
+            flags += ["--tmpfs", str(directory)]
+        for socket_path in self.sockets:
+            flags += ["--ro-bind", "/dev/null", str(socket_path)]
+        for path in self.restored:
+            flags += ["--ro-bind", str(path), str(path)]
+        return flags
 
 
 @dataclass(frozen=True)
@@ -49,40 +115,158 @@ class Sandbox:
         bwrap: Absolute path of the bwrap executable.
         root: The resolved workspace root, the only writable host directory.
         network: Whether the command keeps the host's network.
+        userns: The user-namespace flags that passed their test run (empty if none did).
+        userns_problem: Why there is no user namespace, or None.
+        hiding: The host directories and sockets hidden from commands.
+        protected: Protected paths inside the root, for the description (the binds come with each command).
     """
 
     bwrap: str
     root: Path
     network: bool
+    userns: tuple[str, ...] = ()
+    userns_problem: str | None = None
+    hiding: Hiding = Hiding()
+    protected: tuple[Path, ...] = ()
 
-    def wrap(self, argv: Sequence[str], cwd: Path) -> list[str]:
-        """The argv that runs argv inside the sandbox with cwd as its working directory."""
-        return [self.bwrap, *_sandbox_flags(self.network, self.root), "--chdir", str(cwd), "--", *argv]
+    def wrap(self, argv: Sequence[str], cwd: Path, protect: ProtectMounts | None = None) -> list[str]:
+        """The argv that runs argv inside the sandbox with cwd as its working directory.
+
+        Args:
+            argv: The command.
+            cwd: Its working directory (inside the root).
+            protect: This command's binds for the protected paths, from `ProtectedPaths.hold`.
+        """
+        flags = [
+            *_base_flags(self.network, self.userns),
+            *self.hiding.flags(),
+            "--bind",
+            str(self.root),
+            str(self.root),
+        ]
+        if protect is not None:
+            for path in protect.pinned:
+                flags += ["--bind", str(path), str(path)]
+            for path in protect.read_only:
+                flags += ["--ro-bind", str(path), str(path)]
+        return [self.bwrap, *flags, "--chdir", str(cwd), "--", *argv]
 
     def describe(self) -> str:
-        """One sentence for the model about what the sandbox allows."""
-        network = "" if self.network else " There is no network access (only an empty loopback)."
-        return (
+        """Sentences for the model about what the sandbox allows."""
+        parts = [
             f"Commands run in a bwrap sandbox: the filesystem is read-only except {self.root} and a private /tmp "
             f"that is emptied after every command, so writing anywhere else fails with 'Read-only file system'."
-            f"{network}"
+        ]
+        if self.protected:
+            parts.append(
+                f"Inside {self.root} these stay read-only and cannot be created, replaced, moved or deleted (they "
+                f"are Loom's configuration; change them only by asking the user): {self.protected_names()}."
+            )
+        hidden = [str(path) for path in (*self.hiding.directories, *self.hiding.sockets)]
+        if hidden:
+            verb = "is" if len(hidden) == 1 else "are"
+            parts.append(f"Host sockets and runtime directories are hidden ({', '.join(hidden)} {verb} empty).")
+        parts.append(
+            "Each command has its own process namespace: it sees only its own processes, and everything it "
+            "starts, background jobs included, is killed when it ends, so nothing keeps running between calls."
         )
+        if not self.network:
+            parts.append("There is no network access (only an empty loopback).")
+        if self.userns_problem is not None:
+            parts.append(f"(No user namespace here: {self.userns_problem}.)")
+        return " ".join(parts)
+
+    def protected_names(self) -> str:
+        """The protected paths, relative to the root, comma-separated."""
+        return ", ".join(str(path.relative_to(self.root)) if path != self.root else "." for path in self.protected)
 
 
-def _sandbox_flags(network: bool, root: Path | None) -> list[str]:
-    flags = ["--die-with-parent", "--cap-drop", "ALL"]
+def _base_flags(network: bool, userns: Sequence[str]) -> list[str]:
+    flags = ["--die-with-parent", "--cap-drop", "ALL", "--unshare-pid", *userns]
     if not network:
         flags.append("--unshare-net")
-    # Mounts apply in order: /tmp's tmpfs must come before the root's bind, or it would hide a root under /tmp.
-    flags += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-    if root is not None:
-        flags += ["--bind", str(root), str(root)]
-    return flags
+    return [*flags, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+
+
+def host_hiding(environ: Mapping[str, str], root: Path, keep: Collection[str] = ()) -> Hiding:
+    """Decide which host directories and sockets to hide from commands.
+
+    Args:
+        environ: The server's environment, where the socket variables are read.
+        root: The resolved writable root; nothing inside it is hidden.
+        keep: Names of socket variables configured to pass through; their sockets are bound back.
+
+    Returns:
+        The hiding to apply.
+    """
+    home = Path(environ.get("HOME") or os.path.expanduser("~")).resolve()
+    directories: list[Path] = [Path("/run")]
+    var_run = Path("/var/run")
+    if var_run.is_dir() and not var_run.is_symlink():
+        directories.append(var_run)
+    sockets: list[Path] = []
+    kept: list[Path] = []
+    for name in _SOCKET_VARIABLES:
+        path = _socket_path(name, environ.get(name, ""))
+        if path is None:
+            continue
+        path = path.resolve()
+        if name in keep:
+            kept.append(path)
+            continue
+        if _inside(path, root) or not os.path.lexists(path):
+            continue
+        directory = path if name == "XDG_RUNTIME_DIR" else path.parent
+        if directory != Path("/") and not _inside(home, directory):
+            directories.append(directory)
+        elif directory != path:
+            # Hiding / or the home directory would hide the toolchains too; cover just the socket.
+            sockets.append(path)
+    directories = [path for path in directories if not _inside(path, root)]
+    hidden = _outermost([Path("/tmp"), *directories])
+    directories = [path for path in hidden if path != Path("/tmp")]
+    sockets = [path for path in sockets if not any(_inside(path, directory) for directory in hidden)]
+    needed = [*_NEEDED_UNDER_HIDDEN, *environ.get("PATH", "").split(os.pathsep)]
+    restored: list[Path] = []
+    for raw in needed:
+        if not raw or not os.path.isabs(raw) or not os.path.exists(raw):
+            continue
+        for path in dict.fromkeys([Path(os.path.normpath(raw)), Path(raw).resolve()]):
+            if any(_inside(path, directory) for directory in directories) and not _inside(path, root):
+                restored.append(path)
+    restored += [path for path in kept if any(_inside(path, directory) for directory in hidden)]
+    return Hiding(
+        directories=tuple(directories),
+        sockets=tuple(dict.fromkeys(sockets)),
+        restored=tuple(dict.fromkeys(restored)),
+    )
+
+
+def _socket_path(name: str, value: str) -> Path | None:
+    """The filesystem path a socket variable names, if it names one."""
+    if name == "DOCKER_HOST":
+        value = value.removeprefix("unix://") if value.startswith("unix://") else ""
+    elif name == "DBUS_SESSION_BUS_ADDRESS":
+        # "unix:path=/run/user/1000/bus,guid=..."; of several addresses separated by ';' the first is used.
+        first = value.split(";")[0]
+        paths = [field[5:] for field in first.removeprefix("unix:").split(",") if field.startswith("path=")]
+        value = paths[0] if first.startswith("unix:") and paths else ""
+    return Path(value) if value and os.path.isabs(value) else None
+
+
+def _outermost(paths: Sequence[Path]) -> list[Path]:
+    """The paths not inside another of them, parents first."""
+    unique = sorted(set(paths), key=lambda path: (len(path.parts), str(path)))
+    return [path for path in unique if not any(_inside(path, other) and path != other for other in unique)]
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    return path == directory or path.is_relative_to(directory)
 
 
 @cache
 def probe_bwrap(bwrap: str, network: bool) -> str | None:
-    """Run bwrap once with the sandbox's flags and report why it cannot be used, if it cannot.
+    """Run bwrap once with the sandbox's flags (no user namespace) and report why it cannot be used, if it cannot.
 
     Args:
         bwrap: Path of the bwrap executable.
@@ -91,7 +275,31 @@ def probe_bwrap(bwrap: str, network: bool) -> str | None:
     Returns:
         None if a sandboxed ``true`` ran and exited 0, else a one-line reason. Cached per (bwrap, network).
     """
-    argv = [bwrap, *_sandbox_flags(network, None), "--", "/bin/sh", "-c", "exit 0"]
+    return _try(bwrap, _base_flags(network, ()))
+
+
+@cache
+def probe_userns(bwrap: str, network: bool) -> tuple[tuple[str, ...], str | None]:
+    """Find the user-namespace flags this bwrap and kernel accept on top of the sandbox's other flags.
+
+    Args:
+        bwrap: Path of the bwrap executable (which passed `probe_bwrap`).
+        network: Whether the network is kept.
+
+    Returns:
+        The flags to use and None, or no flags and why the first choice failed. Cached per (bwrap, network).
+    """
+    first_problem: str | None = None
+    for choice in _USERNS_CHOICES:
+        problem = _try(bwrap, _base_flags(network, choice))
+        if problem is None:
+            return choice, None
+        first_problem = first_problem or problem
+    return (), first_problem
+
+
+def _try(bwrap: str, flags: Sequence[str]) -> str | None:
+    argv = [bwrap, *flags, "--", "/bin/sh", "-c", "exit 0"]
     try:
         done = subprocess.run(
             argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=_PROBE_TIMEOUT_S, check=False
@@ -124,13 +332,22 @@ def _find_bwrap(network: bool) -> tuple[str | None, str | None]:
     return bwrap, probe_bwrap(bwrap, network)
 
 
-def resolve_sandbox(mode: SandboxMode, root: Path, network: bool) -> Sandbox | None:
+def resolve_sandbox(
+    mode: SandboxMode,
+    root: Path,
+    network: bool,
+    *,
+    hiding: Hiding | None = None,
+    protected: Sequence[Path] = (),
+) -> Sandbox | None:
     """Decide whether commands are sandboxed, from the requested mode and what works on this machine.
 
     Args:
         mode: ``auto``, ``bwrap`` or ``off``.
         root: The resolved workspace root.
         network: False to cut commands off the network, which only the sandbox can do.
+        hiding: What of the host to hide; `host_hiding` of the current environment when None.
+        protected: Protected paths inside the root, for the description.
 
     Returns:
         The sandbox to use, or None to run commands unsandboxed.
@@ -147,7 +364,16 @@ def resolve_sandbox(mode: SandboxMode, root: Path, network: bool) -> Sandbox | N
         return None
     bwrap, problem = _find_bwrap(network)
     if bwrap is not None and problem is None:
-        return Sandbox(bwrap=bwrap, root=root, network=network)
+        userns, userns_problem = probe_userns(bwrap, network)
+        return Sandbox(
+            bwrap=bwrap,
+            root=root,
+            network=network,
+            userns=userns,
+            userns_problem=userns_problem,
+            hiding=host_hiding(os.environ, root) if hiding is None else hiding,
+            protected=tuple(protected),
+        )
     if mode == "bwrap":
         raise ValueError(f"sandbox 'bwrap' was requested but cannot be used: {problem}")
     if not network:

@@ -1,12 +1,12 @@
-"""Assembly of the shell server: the ``run`` tool, its result, and the stdio entry point."""
+"""Assembly of the shell server: the ``run`` tool and its result."""
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated
 
@@ -15,11 +15,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from servers._stdio import serve_stdio
+from servers.shell._environment import CommandEnvironment
 from servers.shell._process import Completed, StartError, run_in_process_group
-from servers.shell._sandbox import Sandbox, SandboxMode, resolve_sandbox
+from servers.shell._protect import ProtectedPaths, ProtectMounts
+from servers.shell._sandbox import Sandbox, SandboxMode, host_hiding, resolve_sandbox
 
-__all__ = ["MAX_TIMEOUT_S", "RunResult", "ShellTools", "build_server", "main"]
+__all__ = ["MAX_TIMEOUT_S", "RunResult", "ShellTools", "build_server"]
 
 MAX_TIMEOUT_S = 3600.0
 """Longest timeout a call may ask for."""
@@ -60,9 +61,13 @@ class ShellTools:
         term_grace_s: Seconds between SIGTERM and SIGKILL when a command's group is ended.
         sandbox: ``auto``, ``bwrap`` or ``off``; see `build_server`.
         network: False to run commands without network access (needs the sandbox).
+        env_pass: Names of variables passed from the server's environment on top of the default allow-list.
+        env_set: Variables given fixed values.
+        protect: Absolute paths sandboxed commands may not create or change; see `build_server`.
 
     Raises:
-        ValueError: If root is not a directory, a limit is out of range, or the sandbox asked for cannot be had.
+        ValueError: If root is not a directory, a limit or a variable name is invalid, a protected path is not
+            absolute, or the sandbox asked for cannot be had.
     """
 
     def __init__(
@@ -74,6 +79,9 @@ class ShellTools:
         term_grace_s: float,
         sandbox: SandboxMode = "auto",
         network: bool = True,
+        env_pass: Sequence[str] = (),
+        env_set: Mapping[str, str] | None = None,
+        protect: Sequence[Path] = (),
     ) -> None:
         self._root = Path(root).expanduser().resolve()
         if not self._root.is_dir():
@@ -87,7 +95,19 @@ class ShellTools:
         self._default_timeout_s = default_timeout_s
         self._max_output_bytes = max_output_bytes
         self._term_grace_s = term_grace_s
-        self._sandbox = resolve_sandbox(sandbox, self._root, network)
+        self._protected = ProtectedPaths(protect, self._root)
+        if isinstance(env_pass, str):
+            raise ValueError(f"env_pass must be a list of names, got the string {env_pass!r}")
+        hiding = host_hiding(os.environ, self._root, keep=set(env_pass))
+        self._sandbox = resolve_sandbox(
+            sandbox, self._root, network, hiding=hiding, protected=self._protected.inside_root
+        )
+        self._environment = CommandEnvironment(
+            os.environ,
+            env_pass=env_pass,
+            env_set=env_set,
+            sandbox_root=self._root if self._sandbox is not None else None,
+        )
         # bash is friendlier to model-written commands (arrays, [[ ]], pipefail); sh is the POSIX fallback.
         self._shell = "/bin/bash" if os.access("/bin/bash", os.X_OK) else "/bin/sh"
 
@@ -101,6 +121,11 @@ class ShellTools:
         """The sandbox commands run in, or None when they run unsandboxed."""
         return self._sandbox
 
+    @property
+    def environment(self) -> CommandEnvironment:
+        """The environment commands run with."""
+        return self._environment
+
     async def run(
         self,
         command: Annotated[str, Field(description="Shell command line, run with bash -c (sh if bash is missing).")],
@@ -113,9 +138,7 @@ class ShellTools:
         """Run a shell command and return its exit code, stdout and stderr.
 
         stdin is /dev/null, so commands must not wait for input. On timeout the command and everything it started
-        are killed and the partial output is returned with timed_out=true. Long output keeps its head and tail. A
-        background job started with '&' is killed when the command ends unless it redirects its output
-        (e.g. 'server > server.log 2>&1 &').
+        are killed and the partial output is returned with timed_out=true. Long output keeps its head and tail.
         """
         if not command.strip():
             raise ToolError("command is empty; pass a shell command line such as 'ls -la'")
@@ -124,17 +147,21 @@ class ShellTools:
         workdir = self._resolve_cwd(cwd)
         timeout = self._default_timeout_s if timeout_s is None else timeout_s
         argv = [self._shell, "-c", command]
-        if self._sandbox is not None:
-            argv = self._sandbox.wrap(argv, workdir)
         try:
-            done = await run_in_process_group(
-                argv,
-                cwd=workdir,
-                timeout_s=timeout,
-                max_output_bytes=self._max_output_bytes,
-                term_grace_s=self._term_grace_s,
-                pipe_grace_s=_PIPE_GRACE_S,
-            )
+            # The placeholders for missing protected paths exist exactly while the command may run; unsandboxed
+            # nothing could hold them, so none are made.
+            with self._protected.hold() if self._sandbox is not None else nullcontext(ProtectMounts()) as protect:
+                if self._sandbox is not None:
+                    argv = self._sandbox.wrap(argv, workdir, protect)
+                done = await run_in_process_group(
+                    argv,
+                    cwd=workdir,
+                    env=self._environment.values,
+                    timeout_s=timeout,
+                    max_output_bytes=self._max_output_bytes,
+                    term_grace_s=self._term_grace_s,
+                    pipe_grace_s=_PIPE_GRACE_S,
+                )
         except StartError as exc:
             raise ToolError(str(exc)) from exc
         result = RunResult(
@@ -189,8 +216,9 @@ def _render(result: RunResult, done: Completed, timeout_s: float, sandbox: Sandb
     where = "" if sandbox is None else ", sandboxed" if sandbox.network else ", sandboxed without network"
     lines.append(f"{status}, {result.duration_ms} ms{where}")
     if sandbox is not None and "Read-only file system" in result.stderr:
-        lines.append(f"note: the sandbox is read-only outside {sandbox.root} and /tmp; write inside the root")
-    if result.background_killed:
+        inside = f", and inside it for {sandbox.protected_names()}" if sandbox.protected else ""
+        lines.append(f"note: the sandbox is read-only outside {sandbox.root} and /tmp{inside}; write inside the root")
+    if result.background_killed and sandbox is None:
         lines.append(
             "note: a background process kept stdout/stderr open after the command finished and was killed; "
             "redirect its output (cmd > file 2>&1 &) to keep it running"
@@ -218,6 +246,9 @@ def build_server(
     term_grace_s: float = 2.0,
     sandbox: SandboxMode = "auto",
     network: bool = True,
+    env_pass: Sequence[str] = (),
+    env_set: Mapping[str, str] | None = None,
+    protect: Sequence[Path] = (),
 ) -> MCPServer:
     """Build the shell MCP server, whose commands run inside root.
 
@@ -230,13 +261,21 @@ def build_server(
             works on this machine and unsandboxed otherwise; ``"bwrap"`` requires the sandbox; ``"off"`` never
             uses it.
         network: False runs commands without network access; this needs the sandbox.
+        env_pass: Names of variables to pass from this process's environment on top of the default allow-list
+            (see `servers.shell._environment`); secrets reach commands only this way. Naming SSH_AUTH_SOCK,
+            DOCKER_HOST, XDG_RUNTIME_DIR or DBUS_SESSION_BUS_ADDRESS also keeps that socket reachable in the sandbox.
+        env_set: Variables given fixed values, sandboxed or not.
+        protect: Absolute paths (Loom's config: ``ROOT/.loom``, ``ROOT/AGENTS.md``, ``$LOOM_HOME``, ...) that
+            sandboxed commands can neither change nor create, though inside the writable root; see
+            `servers.shell._protect`. Unsandboxed commands are not held to them.
 
     Returns:
         An MCPServer named ``"shell"`` with the tool ``run``.
 
     Raises:
-        ValueError: If root is not a directory, a limit is out of range, sandbox is ``"bwrap"`` and bwrap is
-            missing or does not work here, or network is False without a working sandbox.
+        ValueError: If root is not a directory, a limit or a variable name is invalid, a protected path is not
+            absolute, sandbox is ``"bwrap"`` and bwrap is missing or does not work here, or network is False
+            without a working sandbox.
     """
     tools = ShellTools(
         root,
@@ -245,10 +284,26 @@ def build_server(
         term_grace_s=term_grace_s,
         sandbox=sandbox,
         network=network,
+        env_pass=env_pass,
+        env_set=env_set,
+        protect=protect,
     )
     instructions = f"Runs shell commands in {tools.root} (or below it), with stdin from /dev/null."
     if tools.sandbox is not None:
         instructions += " " + tools.sandbox.describe()
+    instructions += " " + tools.environment.describe()
+    description = inspect.getdoc(tools.run) or ""
+    if tools.sandbox is not None:
+        description += (
+            " Everything a command starts, background jobs included, is killed when it ends; nothing keeps "
+            "running between calls."
+        )
+    else:
+        description += (
+            " A background job started with '&' is killed when the command ends unless it redirects its output "
+            "(e.g. 'server > server.log 2>&1 &')."
+        )
+    description += " Commands get a reduced environment: no API keys, tokens or agent sockets."
     server: MCPServer = MCPServer(
         "shell",
         instructions=instructions,
@@ -258,52 +313,9 @@ def build_server(
     server.add_tool(
         tools.run,
         name="run",
-        description=inspect.getdoc(tools.run),
+        description=description,
         annotations=ToolAnnotations(
             read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
         ),
     )
     return server
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Serve the shell tool over stdio (``loom server shell`` and ``python -m servers.shell``).
-
-    Args:
-        argv: Command-line arguments without the program name; ``sys.argv[1:]`` when None.
-
-    Returns:
-        The process exit status.
-    """
-    parser = argparse.ArgumentParser(prog="loom server shell", description="Serve a shell tool over MCP stdio.")
-    parser.add_argument("--root", type=Path, default=None, metavar="DIR", help="directory commands run in (default: .)")
-    parser.add_argument(
-        "--timeout", type=float, default=60.0, metavar="SECONDS", help="default command timeout (default: 60)"
-    )
-    parser.add_argument(
-        "--term-grace",
-        type=float,
-        default=2.0,
-        metavar="SECONDS",
-        help="wait between SIGTERM and SIGKILL when a command is killed (default: 2)",
-    )
-    parser.add_argument(
-        "--sandbox",
-        choices=["auto", "bwrap", "off"],
-        default="auto",
-        help="auto: use bwrap when it works here (default); bwrap: require it; off: never sandbox",
-    )
-    parser.add_argument(
-        "--no-network", dest="network", action="store_false", help="run commands without network (needs bwrap)"
-    )
-    args = parser.parse_args(argv)
-    return serve_stdio(
-        "shell",
-        lambda: build_server(
-            args.root or Path.cwd(),
-            default_timeout_s=args.timeout,
-            term_grace_s=args.term_grace,
-            sandbox=args.sandbox,
-            network=args.network,
-        ),
-    )

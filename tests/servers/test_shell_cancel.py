@@ -2,8 +2,10 @@
 
 The command ignores SIGTERM (and so do its children, which inherit the ignored disposition), starts two children
 and writes their pids and its own into a file in the root, which the sandbox shares with the host (its /tmp is
-private). While they run the test reads their process group from /proc; afterwards no live process may remain in
-that group. Zombies count as dead: this container's PID 1 never reaps orphans.
+private), with the pid namespace they are numbered in: the sandbox has its own, so the test maps them to host pids
+through the NSpid line of /proc/PID/status. While they run the test reads their process group from /proc;
+afterwards no live process may remain in that group. Zombies count as dead: this container's PID 1 never reaps
+orphans.
 
 Cancellation is tested in-process (the call's anyio scope is cancelled) and over stdio against
 ``python -m servers.shell``, where the client SDK sends ``notifications/cancelled`` and the server must kill the
@@ -37,7 +39,10 @@ SANDBOXES = [
     ),
 ]
 
-STUBBORN = "trap '' TERM; sleep 300 & echo $! >> pids; sleep 300 & echo $! >> pids; echo $$ >> pids; wait"
+STUBBORN = (
+    "trap '' TERM; readlink /proc/$$/ns/pid > pidns; "
+    "sleep 300 & echo $! >> pids; sleep 300 & echo $! >> pids; echo $$ >> pids; wait"
+)
 """A shell and two children that all ignore SIGTERM, so only a SIGKILL to the whole group ends them."""
 
 TERM_GRACE = "0.5"
@@ -81,6 +86,22 @@ def live_members(pgid: int) -> list[int]:
     return members
 
 
+def in_namespace(namespace: str) -> dict[int, int]:
+    """The processes of a pid namespace (named as readlink /proc/PID/ns/pid names it): their pid there -> host pid."""
+    found = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.readlink(f"/proc/{name}/ns/pid") != namespace:
+                    continue
+                status = Path(f"/proc/{name}/status").read_text()
+            except OSError:
+                continue
+            (nspid,) = [line.split()[-1] for line in status.splitlines() if line.startswith("NSpid:")]
+            found[int(nspid)] = int(name)
+    return found
+
+
 async def running_group(pidfile: Path) -> int:
     """Wait until the command has written its three pids, check they run in one group of their own, return it."""
     while True:
@@ -88,7 +109,8 @@ async def running_group(pidfile: Path) -> int:
         if text.count("\n") == 3:
             break
         await anyio.sleep(0.02)
-    pids = [int(line) for line in text.split()]
+    host = in_namespace((pidfile.parent / "pidns").read_text().strip())
+    pids = [host[int(line)] for line in text.split()]
     assert all(process_running(pid) for pid in pids)
     (pgid,) = {group_of(pid) for pid in pids}
     assert pgid != os.getpgrp()
@@ -147,3 +169,22 @@ async def test_a_cancelled_call_leaves_no_process_of_its_group_behind(
             # Over stdio only notifications/cancelled can have done this: the connection is still open.
             await wait_until_group_gone(pgid, timeout_s=3)
         assert (await call_ok(client, "run", {"command": "echo alive"}))["stdout"] == "alive\n"
+
+
+@pytest.mark.skipif(BWRAP_PROBLEM is not None, reason=f"no bwrap sandbox: {BWRAP_PROBLEM}")
+async def test_in_the_sandbox_a_redirected_background_job_ends_with_the_command(root: Path) -> None:
+    # Unsandboxed such a job keeps running (test_shell.py); in the sandbox's pid namespace nothing outlives init.
+    command = "sleep 300 > /dev/null 2>&1 & echo $! > pid; readlink /proc/$$/ns/pid"
+    async with open_client("auto", root, "bwrap") as client:
+        with anyio.fail_after(10):
+            content = await call_ok(client, "run", {"command": command})
+        assert (content["exit_code"], content["background_killed"]) == (0, False)
+        namespace, job = content["stdout"].strip(), int((root / "pid").read_text())
+        with anyio.fail_after(3):
+            while True:
+                host_pid = in_namespace(namespace).get(job)
+                if host_pid is None or not process_running(host_pid):
+                    break
+                await anyio.sleep(0.05)
+        instructions = build_server(root, sandbox="bwrap").instructions or ""
+    assert "background jobs included, is killed when it ends" in instructions
