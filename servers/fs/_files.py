@@ -1,24 +1,42 @@
-"""The fs tools that work on one file or directory: read, write, edit and list.
+"""The fs tools that work on one file or directory: read, write, edit, delete and list.
 
 The methods are registered as tools as they stand, so their docstrings are the tool descriptions the model reads
 and their ``Annotated`` parameters become the input schema. Each returns its result model as structured content
 and a readable rendering of it (see `servers.fs._text`) as text. They are synchronous: MCPServer runs sync tools
 in a worker thread, which keeps the blocking file I/O off the event loop.
+
+Every tool opens what it works on through `Roots.open` (beneath the root's descriptor, following no symlink) and
+then reads, checks and writes that one descriptor: the content handed to ``before_change``, the hard-link check
+(see `servers.fs._links`) and the write all concern the same file, whatever happens to its name meanwhile.
 """
 
 from __future__ import annotations
 
-import codecs
+import errno
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, BinaryIO
+from typing import Annotated
 
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult
 from pydantic import Field
 
+from servers.fs._content import (
+    BINARY_SNIFF_BYTES,
+    READ_CAP_BYTES,
+    decode_lossy,
+    encode,
+    looks_binary,
+    read_all,
+    read_lines,
+    replace_content,
+    replace_text,
+)
+from servers.fs._links import HardLinks
 from servers.fs._models import DeleteResult, EditResult, Entry, ListResult, ReadResult, WriteResult
+from servers.fs._names import ESCAPES_NOTE, any_escaped, escape
 from servers.fs._paths import Roots, shorten
 from servers.fs._text import render_delete, render_edit, render_list, render_read, render_write, to_call_result
 
@@ -36,29 +54,13 @@ BeforeChange = Callable[[Path, "bytes | None"], None]
 """Called with a file's resolved path and its current content (None: it does not exist) before any tool changes
 it, in the tool's worker thread. If it raises, the change is not made. Loom snapshots files this way for rewind."""
 
-READ_CAP_BYTES = 256 * 1024
-"""Most text one read returns; a model context has no room for more, and it can ask for the next range."""
-
 LIST_CAP = 1000
 """Most entries one list returns."""
 
-BINARY_SNIFF_BYTES = 8192
-"""How much of a file is checked for NUL bytes to tell binary from text (the heuristic git and grep use)."""
+_SWAPPED = (errno.ELOOP, errno.EXDEV)
+"""What opening beneath a root fails with when a symlink appeared in a path after it was checked."""
 
-_PIECE_BYTES = 64 * 1024
-_COUNT_BLOCK_BYTES = 1024 * 1024
-
-
-def looks_binary(head: bytes) -> bool:
-    """Whether the start of a file looks binary.
-
-    Args:
-        head: The first bytes of the file (`BINARY_SNIFF_BYTES` is enough).
-
-    Returns:
-        True if the bytes contain a NUL, which text in any common encoding but UTF-16/32 never does.
-    """
-    return b"\x00" in head
+_OPEN_FLAGS = os.O_NONBLOCK | os.O_NOCTTY  # a FIFO or a terminal planted in the tree must not block or attach
 
 
 def oserror_message(exc: OSError, shown: str) -> str:
@@ -71,28 +73,33 @@ def oserror_message(exc: OSError, shown: str) -> str:
     Returns:
         A one-line message naming the path and the reason.
     """
+    if exc.errno in _SWAPPED:
+        return (
+            f"{shown} changed while it was being opened: a symlink appeared in its path after the path was checked, "
+            f"so nothing was opened through it; try again"
+        )
     return f"{shown}: {exc.strerror or exc}"
 
 
 class FileTools:
-    """Read, write, edit and list, confined to a set of roots.
+    """Read, write, edit, delete and list, confined to a set of roots.
 
     Args:
         roots: The directories the tools may touch.
         before_change: Told about every file just before write, edit or delete changes it.
+        links: Which files this server created, shared with the search tools; a fresh record when None.
     """
 
-    def __init__(self, roots: Roots, before_change: BeforeChange | None = None) -> None:
+    def __init__(self, roots: Roots, before_change: BeforeChange | None = None, links: HardLinks | None = None) -> None:
         self._roots = roots
         self._before_change = before_change
+        self._links = HardLinks() if links is None else links
 
-    def _snapshot(self, target: Path, shown: str, current: bytes | None = None) -> None:
+    def _snapshot(self, target: Path, shown: str, current: bytes | None) -> None:
         """Hand the file's current content to ``before_change``; refuse the change if that fails."""
         if self._before_change is None:
             return
         try:
-            if current is None and target.is_file():
-                current = target.read_bytes()
             self._before_change(target, current)
         except OSError as exc:
             raise ToolError(oserror_message(exc, repr(shown))) from exc
@@ -114,24 +121,27 @@ class FileTools:
         `edit` exactly. At most 256 KiB are returned per call; when the range is larger, the result is cut at a line
         boundary and the first line says which start_line to ask for next. Binary files are refused.
         """
-        target = self._existing_file(path)
-        if end_line is not None and end_line < start_line:
-            raise ToolError(f"end_line ({end_line}) is before start_line ({start_line}); pass end_line >= start_line")
+        target = self._roots.resolve(path)
         shown = self._roots.display(target)
+        fd, info = self._open_existing(target, shown, os.O_RDONLY)
         try:
-            with target.open("rb") as handle:
+            with open(fd, "rb") as handle:
+                if end_line is not None and end_line < start_line:
+                    raise ToolError(
+                        f"end_line ({end_line}) is before start_line ({start_line}); pass end_line >= start_line"
+                    )
                 if looks_binary(handle.read(BINARY_SNIFF_BYTES)):
                     raise ToolError(
                         f"{shown!r} looks like a binary file (it contains NUL bytes); read only returns text"
                     )
                 handle.seek(0)
-                chunk, total_lines, cut = _read_lines(handle, start_line, end_line)
+                chunk, total_lines, cut = read_lines(handle, start_line, end_line)
         except OSError as exc:
             raise ToolError(oserror_message(exc, repr(shown))) from exc
 
         if start_line > max(total_lines, 1):
             raise ToolError(f"start_line {start_line} is past the end of {shown!r}, which has {total_lines} lines")
-        text, lossy = _decode(chunk)
+        text, lossy = decode_lossy(chunk)
         last_line = start_line + chunk.count(b"\n") - 1
         if chunk and not chunk.endswith(b"\n"):
             # The final line of the file has no newline, or a single over-long line was cut.
@@ -147,6 +157,8 @@ class FileTools:
             )
         if lossy:
             notes.append("the file is not valid UTF-8; undecodable bytes are shown as U+FFFD")
+        if linked := self._links.read_note(info):
+            notes.append(linked)
         result = ReadResult(
             path=shown,
             start_line=start_line,
@@ -169,16 +181,25 @@ class FileTools:
         """
         target = self._roots.resolve(path)
         shown = self._roots.display(target)
-        if target.is_dir():
-            raise ToolError(f"{shown!r} is a directory; pass the path of a file inside it")
-        data = _encode(content, "content")
-        created = not target.exists()
-        self._snapshot(target, shown)
+        data = encode(content, "content")
+        # Without a hook nothing needs the old content, so write-only permission is enough, as before.
+        flags = os.O_WRONLY if self._before_change is None else os.O_RDWR
+        opened = self._try_open(target, shown, flags, "pass the path of a file inside it")
+        created = opened is None
+        if opened is None:
+            self._snapshot(target, shown, None)
+            opened = self._create(target, shown)
+        fd, info = opened
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
+            if not created:
+                self._links.refuse_write(info, shown)
+                if self._before_change is not None:
+                    self._snapshot(target, shown, read_all(fd))
+            replace_content(fd, data)
         except OSError as exc:
             raise ToolError(oserror_message(exc, repr(shown))) from exc
+        finally:
+            os.close(fd)
         result = WriteResult(path=shown, bytes_written=len(data), created=created)
         return to_call_result(result, render_write(result))
 
@@ -196,46 +217,26 @@ class FileTools:
         `old` must match the file byte for byte (read the file first and copy the text). Unless replace_all is
         true, it must occur exactly once; add surrounding lines to make it unique.
         """
-        target = self._existing_file(path)
+        target = self._roots.resolve(path)
         shown = self._roots.display(target)
-        if not old:
-            raise ToolError("old is empty; pass the exact text to replace (use write to create or overwrite a file)")
-        if old == new:
-            raise ToolError("old and new are identical, so the edit would change nothing")
+        fd, info = self._open_existing(target, shown, os.O_RDWR)
         try:
-            data = target.read_bytes()
+            if not old:
+                raise ToolError(
+                    "old is empty; pass the exact text to replace (use write to create or overwrite a file)"
+                )
+            if old == new:
+                raise ToolError("old and new are identical, so the edit would change nothing")
+            self._links.refuse_write(info, shown)
+            data = read_all(fd)
+            updated, count, first_line = replace_text(data, old, new, replace_all, shown)
+            encoded = encode(updated, "new")
+            self._snapshot(target, shown, data)
+            replace_content(fd, encoded)
         except OSError as exc:
             raise ToolError(oserror_message(exc, repr(shown))) from exc
-        if looks_binary(data[:BINARY_SNIFF_BYTES]):
-            raise ToolError(f"{shown!r} looks like a binary file (it contains NUL bytes); edit only changes text")
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            # Replacing undecodable bytes with U+FFFD and writing back would silently corrupt the file.
-            raise ToolError(f"{shown!r} is not valid UTF-8 ({exc.reason}); edit only changes UTF-8 text") from exc
-
-        count = text.count(old)
-        if count == 0:
-            hint = ""
-            if "\r\n" in text and "\n" in old and "\r\n" not in old:
-                hint = " The file uses CRLF (\\r\\n) line endings; include the \\r in old."
-            raise ToolError(
-                f"old text not found in {shown!r}; read the file and copy the exact text, including whitespace "
-                f"and indentation.{hint}"
-            )
-        if count > 1 and not replace_all:
-            raise ToolError(
-                f"old text matches {count} times in {shown!r}; include more surrounding lines to make it unique, "
-                f"or pass replace_all=true to replace all {count}"
-            )
-        first_line = text.count("\n", 0, text.index(old)) + 1
-        updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
-        encoded = _encode(updated, "new")
-        self._snapshot(target, shown, data)
-        try:
-            target.write_bytes(encoded)
-        except OSError as exc:
-            raise ToolError(oserror_message(exc, repr(shown))) from exc
+        finally:
+            os.close(fd)
         result = EditResult(
             path=shown, replacements=count if replace_all else 1, first_line=first_line, bytes_written=len(encoded)
         )
@@ -246,15 +247,35 @@ class FileTools:
         path: Annotated[str, Field(description="File to delete, relative to the primary root or absolute.")],
     ) -> Annotated[CallToolResult, DeleteResult]:
         """Delete one file (not a directory). Loom keeps its content, so a rewind can bring it back."""
-        target = self._existing_file(path)
+        target = self._roots.resolve(path)
         shown = self._roots.display(target)
-        self._snapshot(target, shown)
+        if target in self._roots.all:
+            raise ToolError(f"{shown!r} is a directory; use list or glob to see its content")
+        # The name is removed from a verified descriptor of its directory, so only a name inside a root can go.
         try:
-            size = target.stat().st_size
-            target.unlink()
+            parent = self._roots.open(target.parent, os.O_PATH | os.O_DIRECTORY)
+        except (FileNotFoundError, NotADirectoryError):
+            raise ToolError(f"file {shorten(shown)} does not exist") from None
         except OSError as exc:
             raise ToolError(oserror_message(exc, repr(shown))) from exc
-        result = DeleteResult(path=shown, bytes_deleted=size)
+        name = os.fsencode(target.name)
+        try:
+            info = os.stat(name, dir_fd=parent, follow_symlinks=False)
+            if stat.S_ISDIR(info.st_mode):
+                raise ToolError(f"{shown!r} is a directory; use list or glob to see its content")
+            current = None
+            if stat.S_ISREG(info.st_mode) and self._before_change is not None:
+                current = _read_same_file(parent, name, info, shown)
+            self._snapshot(target, shown, current)
+            os.unlink(name, dir_fd=parent)
+            self._links.deleted(info)
+        except FileNotFoundError:
+            raise ToolError(f"file {shorten(shown)} does not exist") from None
+        except OSError as exc:
+            raise ToolError(oserror_message(exc, repr(shown))) from exc
+        finally:
+            os.close(parent)
+        result = DeleteResult(path=shown, bytes_deleted=info.st_size)
         return to_call_result(result, render_delete(result))
 
     def list_dir(
@@ -267,85 +288,111 @@ class FileTools:
         """
         target = self._roots.resolve(path)
         shown = self._roots.display(target)
-        if not target.exists():
-            raise ToolError(f"directory {shown!r} does not exist")
-        if not target.is_dir():
-            raise ToolError(f"{shown!r} is a file, not a directory; use read to see its content")
         try:
-            with os.scandir(target) as scan:
+            fd = self._roots.open(target, os.O_RDONLY | os.O_DIRECTORY)
+        except (FileNotFoundError, NotADirectoryError):
+            if self._stat(target, shown) is None:
+                raise ToolError(f"directory {shown!r} does not exist") from None
+            raise ToolError(f"{shown!r} is a file, not a directory; use read to see its content") from None
+        except OSError as exc:
+            raise ToolError(oserror_message(exc, repr(shown))) from exc
+        try:
+            # scandir on the descriptor: entries are looked up in the directory that was opened, not by path.
+            with os.scandir(fd) as scan:
                 found = sorted(scan, key=lambda entry: entry.name)
             entries = [_entry(item) for item in found[:LIST_CAP]]
         except OSError as exc:
             raise ToolError(oserror_message(exc, repr(shown))) from exc
-        result = ListResult(path=shown, entries=entries, total_entries=len(found), truncated=len(found) > LIST_CAP)
+        finally:
+            os.close(fd)
+        result = ListResult(
+            path=shown,
+            entries=entries,
+            total_entries=len(found),
+            truncated=len(found) > LIST_CAP,
+            note=ESCAPES_NOTE if any_escaped(entry.name for entry in entries) else None,
+        )
         return to_call_result(result, render_list(result))
 
-    def _existing_file(self, path: str) -> Path:
-        target = self._roots.resolve(path)
-        if not target.exists():
-            raise ToolError(f"file {shorten(self._roots.display(target))} does not exist")
-        if target.is_dir():
-            raise ToolError(f"{self._roots.display(target)!r} is a directory; use list or glob to see its content")
-        return target
+    def _stat(self, target: Path, shown: str) -> os.stat_result | None:
+        try:
+            return self._roots.stat(target)
+        except OSError as exc:
+            raise ToolError(oserror_message(exc, repr(shown))) from exc
+
+    def _try_open(self, target: Path, shown: str, flags: int, on_dir: str) -> tuple[int, os.stat_result] | None:
+        """Open a regular file and return its descriptor and status, or None if it does not exist."""
+        try:
+            fd = self._roots.open(target, flags | _OPEN_FLAGS)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except IsADirectoryError:
+            raise ToolError(f"{shown!r} is a directory; {on_dir}") from None
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # a FIFO without a reader, or a socket
+                raise ToolError(_not_regular(shown)) from None
+            raise ToolError(oserror_message(exc, repr(shown))) from exc
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            if stat.S_ISDIR(info.st_mode):
+                raise ToolError(f"{shown!r} is a directory; {on_dir}")
+            raise ToolError(_not_regular(shown))
+        return fd, info
+
+    def _open_existing(self, target: Path, shown: str, flags: int) -> tuple[int, os.stat_result]:
+        opened = self._try_open(target, shown, flags, "use list or glob to see its content")
+        if opened is None:
+            raise ToolError(f"file {shorten(shown)} does not exist")
+        return opened
+
+    def _create(self, target: Path, shown: str) -> tuple[int, os.stat_result]:
+        """Create a new file and its missing parent directories, all beneath the root without following symlinks."""
+        try:
+            parent = self._roots.make_dirs(target.parent)
+            try:
+                fd = os.open(
+                    os.fsencode(target.name),
+                    os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                    0o666,
+                    dir_fd=parent,
+                )
+            finally:
+                os.close(parent)
+        except FileExistsError:
+            # Something made the name between the check and now; it may be anything, even a symlink.
+            raise ToolError(
+                f"{shown!r} appeared while it was being created, so nothing was written; try again"
+            ) from None
+        except OSError as exc:
+            raise ToolError(oserror_message(exc, repr(shown))) from exc
+        info = os.fstat(fd)
+        self._links.created(info)
+        return fd, info
 
 
 def _entry(item: os.DirEntry[str]) -> Entry:
+    name = escape(item.name)
     if item.is_symlink():
-        return Entry(name=item.name, type="symlink", size=None)
+        return Entry(name=name, type="symlink", size=None)
     if item.is_dir(follow_symlinks=False):
-        return Entry(name=item.name, type="dir", size=None)
+        return Entry(name=name, type="dir", size=None)
     if item.is_file(follow_symlinks=False):
-        return Entry(name=item.name, type="file", size=item.stat(follow_symlinks=False).st_size)
-    return Entry(name=item.name, type="other", size=None)
+        return Entry(name=name, type="file", size=item.stat(follow_symlinks=False).st_size)
+    return Entry(name=name, type="other", size=None)
 
 
-def _read_lines(handle: BinaryIO, start_line: int, end_line: int | None) -> tuple[bytes, int, bool]:
-    """Collect lines start_line..end_line (capped at READ_CAP_BYTES) and count every line in the file.
-
-    Reads in bounded pieces rather than whole lines so a multi-gigabyte single-line file cannot exhaust memory.
-
-    Returns:
-        The collected bytes, the file's total line count, and whether the range was cut by the cap.
-    """
-    collected = bytearray()
-    cut = False
-    line = 1
-    ended_with_newline = True
-    while not cut and (piece := handle.readline(_PIECE_BYTES)):
-        if line >= start_line and (end_line is None or line <= end_line):
-            collected += piece
-            if len(collected) > READ_CAP_BYTES:
-                cut = True
-        ended_with_newline = piece.endswith(b"\n")
-        if ended_with_newline:
-            line += 1
-    if cut:
-        del collected[READ_CAP_BYTES:]
-        boundary = collected.rfind(b"\n")
-        if boundary >= 0:
-            # Prefer whole lines, so the model can continue exactly at the next start_line.
-            del collected[boundary + 1 :]
-        # The rest of the file only needs counting, which block reads do far faster than readline.
-        while block := handle.read(_COUNT_BLOCK_BYTES):
-            line += block.count(b"\n")
-            ended_with_newline = block.endswith(b"\n")
-    total_lines = line - 1 if ended_with_newline else line
-    return bytes(collected), total_lines, cut
+def _not_regular(shown: str) -> str:
+    return f"{shown!r} is not a regular file (it is a FIFO, socket or device); the fs tools only handle regular files"
 
 
-def _encode(text: str, what: str) -> bytes:
+def _read_same_file(parent: int, name: bytes, info: os.stat_result, shown: str) -> bytes:
+    """Read the file a directory entry named when it was looked up, refusing if the name now means another one."""
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | _OPEN_FLAGS, dir_fd=parent)
     try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        # Only lone surrogates get here; JSON can carry them, but no UTF-8 file can hold them.
-        raise ToolError(f"{what} contains characters that cannot be encoded as UTF-8 ({exc.reason})") from exc
-
-
-def _decode(data: bytes) -> tuple[str, bool]:
-    """Decode UTF-8, replacing bad bytes; an incomplete character at a cut end is dropped, not replaced."""
-    try:
-        return data.decode("utf-8"), False
-    except UnicodeDecodeError:
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        text = decoder.decode(data, final=False)
-        return text, "\ufffd" in text
+        now = os.fstat(fd)
+        if (now.st_dev, now.st_ino) != (info.st_dev, info.st_ino):
+            raise ToolError(f"{shown!r} was replaced while it was being deleted, so it was not deleted; try again")
+        return read_all(fd)
+    finally:
+        os.close(fd)

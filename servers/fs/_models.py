@@ -51,7 +51,7 @@ class EditResult(BaseModel):
 class Entry(BaseModel):
     """One directory entry."""
 
-    name: str = Field(description="File name within the directory.")
+    name: str = Field(description="File name within the directory (bytes that are not UTF-8 shown as \\xHH).")
     type: Literal["file", "dir", "symlink", "other"] = Field(description="Entry type; symlinks are not followed.")
     size: int | None = Field(description="Size in bytes for files, null otherwise.")
 
@@ -63,6 +63,7 @@ class ListResult(BaseModel):
     entries: list[Entry] = Field(description="Entries sorted by name.")
     total_entries: int = Field(description="Number of entries in the directory, including any left out.")
     truncated: bool = Field(description="True when entries were left out to respect the cap.")
+    note: str | None = Field(default=None, description="How to read names shown with escapes, if any are.")
 
 
 class GlobResult(BaseModel):

@@ -1,22 +1,31 @@
-"""Confinement of model-supplied paths to the fs server's allowed roots.
+r"""Confinement of model-supplied paths to the fs server's allowed roots.
 
 Every tool funnels its ``path`` argument through `Roots.resolve` before touching the disk. Relative paths are
 taken against the first (primary) root; symlinks are resolved before the containment check, so a link inside a
 root that points outside it is refused like ``..`` would be. For a path that does not exist yet, the existing
 part of the parent chain is resolved and the rest is appended, which is what `Path.resolve` does when not strict.
 
-There is an unavoidable window between the check and the open in which another process could swap a directory
-for a symlink; the server guards against the model, not against a hostile local user.
+That check is by name, and names can change between the check and the open. So the tools never open the resolved
+path by name either: `Roots.open` opens it relative to a descriptor of its root, held since the server started,
+with no symlink followed on the way (see `servers.fs._openat`). A directory swapped for a symlink after the check
+makes the open fail instead of leading outside.
+
+Paths are shown and accepted in the spelling of `servers.fs._names`: a byte of a name that is not valid UTF-8 is
+shown as ``\xHH`` and may be passed back that way.
 """
 
 from __future__ import annotations
 
 import os
 import unicodedata
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
 from mcp.server.mcpserver.exceptions import ToolError
+
+from servers.fs._names import escape, unescape
+from servers.fs._openat import make_dirs_beneath, open_beneath, stat_beneath
 
 __all__ = ["MAX_COMPONENT_BYTES", "MAX_PATH_CHARS", "Roots", "shorten"]
 
@@ -65,6 +74,10 @@ class Roots:
             resolved.append(path)
         # dict.fromkeys drops duplicates while keeping the caller's order, so the primary root stays first.
         self._roots = tuple(dict.fromkeys(resolved))
+        # Opened once: every later open is relative to these, so renaming or replacing a root's path later
+        # cannot redirect the tools either.
+        self._fds = tuple(os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for root in self._roots)
+        weakref.finalize(self, _close_all, self._fds)
 
     @property
     def primary(self) -> Path:
@@ -99,8 +112,7 @@ class Roots:
         Raises:
             ToolError: If the path is malformed, cannot be resolved, or lands outside every root.
         """
-        _check_syntax(raw)
-        candidate = Path(raw)
+        candidate = Path(_check_syntax(raw))
         if not candidate.is_absolute():
             candidate = self.primary / candidate
         try:
@@ -111,8 +123,8 @@ class Roots:
         except OSError as exc:
             raise ToolError(f"path {shorten(raw)} cannot be resolved: {exc.strerror or exc}") from exc
         if not self.contains(resolved):
-            allowed = ", ".join(str(root) for root in self._roots)
-            hint = "" if str(resolved) == os.path.normpath(candidate) else f" (it resolves to {resolved})"
+            allowed = ", ".join(escape(str(root)) for root in self._roots)
+            hint = "" if str(resolved) == os.path.normpath(candidate) else f" (it resolves to {escape(str(resolved))})"
             raise ToolError(
                 f"path {shorten(raw)} resolves outside the allowed roots ({allowed}){hint}; use a path inside them"
             )
@@ -129,15 +141,76 @@ class Roots:
             path: An absolute path, normally one returned by `resolve`.
 
         Returns:
-            The path as a POSIX string.
+            The path as a POSIX string, spelled as `servers.fs._names.escape` does.
         """
         if path.is_relative_to(self.primary):
-            return path.relative_to(self.primary).as_posix()
-        return path.as_posix()
+            return escape(path.relative_to(self.primary).as_posix())
+        return escape(path.as_posix())
+
+    def open(self, path: Path, flags: int, mode: int = 0o666) -> int:
+        """Open a resolved path relative to its root's descriptor, following no symlink on the way.
+
+        Args:
+            path: A path returned by `resolve`, which has no symlinks left in it.
+            flags: ``os.open`` flags.
+            mode: Permission bits for a file created with ``O_CREAT``.
+
+        Returns:
+            A new descriptor the caller must close.
+
+        Raises:
+            OSError: ``ELOOP`` if a symlink appeared in the path since it was resolved, or any error of the open.
+        """
+        return open_beneath(*self._locate(path), flags, mode)
+
+    def stat(self, path: Path) -> os.stat_result | None:
+        """The status of a resolved path (not following symlinks), or None if it does not exist.
+
+        Args:
+            path: A path returned by `resolve`.
+
+        Returns:
+            Its status, or None if it or a parent is missing.
+
+        Raises:
+            OSError: ``ELOOP`` if a symlink appeared in the path since it was resolved, or any error of the lookup.
+        """
+        return stat_beneath(*self._locate(path))
+
+    def make_dirs(self, path: Path) -> int:
+        """Open a resolved directory path, creating it and its missing parents without following symlinks.
+
+        Args:
+            path: A path returned by `resolve`.
+
+        Returns:
+            An ``O_PATH`` descriptor of the directory, which the caller must close.
+
+        Raises:
+            OSError: ``ELOOP`` if a symlink appeared in the path, ``ENOTDIR`` if part of it is a file, and so on.
+        """
+        return make_dirs_beneath(*self._locate(path))
+
+    def _locate(self, path: Path) -> tuple[int, bytes]:
+        """The descriptor of the root holding a resolved path, and the path relative to that root."""
+        for root, fd in zip(self._roots, self._fds, strict=True):
+            if path.is_relative_to(root):
+                return fd, os.fsencode(path.relative_to(root))
+        # resolve() only returns paths inside a root; reaching this is a bug, and it must not open anything.
+        raise ValueError(f"{escape(str(path))} is not inside an allowed root")
 
 
-def _check_syntax(raw: str) -> None:
-    """Reject paths no file system would accept, before they reach one, with a message saying how to fix them."""
+def _close_all(fds: tuple[int, ...]) -> None:
+    for fd in fds:
+        os.close(fd)
+
+
+def _check_syntax(raw: str) -> str:
+    r"""Reject paths no file system would accept, before they reach one, with a message saying how to fix them.
+
+    Returns:
+        The path with its ``\xHH`` escapes turned into the bytes they stand for.
+    """
     if not raw or not raw.strip():
         raise ToolError("path is empty; pass a file or directory path ('.' means the root directory)")
     if "\x00" in raw:
@@ -145,17 +218,22 @@ def _check_syntax(raw: str) -> None:
     if len(raw) > MAX_PATH_CHARS:
         raise ToolError(f"path is {len(raw)} characters long; the limit is {MAX_PATH_CHARS}")
     try:
-        encoded = os.fsencode(raw)
+        decoded = unescape(raw)
+    except ValueError:
+        decoded = raw  # _check_look_alikes below refuses the stray backslash with a message saying so
+    try:
+        encoded = os.fsencode(decoded)
     except UnicodeError as exc:
         raise ToolError(f"path {shorten(raw)} contains characters that cannot be encoded as a file name") from exc
     for part in encoded.split(b"/"):
         if len(part) > MAX_COMPONENT_BYTES:
-            name = os.fsdecode(part)
+            name = escape(os.fsdecode(part))
             raise ToolError(
                 f"path component {shorten(name)} is {len(part)} bytes; file names are limited to "
                 f"{MAX_COMPONENT_BYTES} bytes"
             )
     _check_look_alikes(raw)
+    return decoded
 
 
 # Characters that render like "." or "/" without being them. NFKC folds some (fullwidth) but not all.
@@ -190,9 +268,15 @@ def _check_look_alikes(raw: str) -> None:
     if "://" in raw:
         raise ToolError(f"path {shorten(raw)} looks like a URL{fix}")
     if "\\" in raw:
-        raise ToolError(f"path {shorten(raw)} contains a backslash, which is not a path separator here; use '/'")
+        try:
+            unescape(raw)
+        except ValueError:
+            raise ToolError(
+                f"path {shorten(raw)} contains a backslash, which is not a path separator here; use '/' (only "
+                f"\\xHH escapes, as listings show names that are not UTF-8, are understood)"
+            ) from None
     lowered = raw.lower()
-    if any(escape in lowered for escape in _PERCENT_ESCAPES):
+    if any(code in lowered for code in _PERCENT_ESCAPES):
         raise ToolError(f"path {shorten(raw)} is percent-encoded, and nothing decodes it here{fix}")
     for char in raw:
         if char in _LOOK_ALIKES:

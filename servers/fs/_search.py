@@ -1,16 +1,23 @@
-"""The fs tools that search a tree: glob and grep.
+r"""The fs tools that search a tree: glob and grep.
 
 Both walk the tree themselves instead of using `Path.glob` or `os.walk` with its defaults, so that they never
 follow symlinks (a link to ``/`` inside a root must not turn a search into a scan of the whole disk, or leak files
 outside the roots), prune the usual bulky directories, and stop after a fixed number of entries so one call cannot
 tie up its worker thread for minutes: a sync tool cannot be cancelled once it runs.
+
+Every directory scanned and every file searched is opened through `Roots.open`, beneath the root's descriptor with
+no symlink followed, so a directory swapped for a symlink during the walk ends that branch instead of leading the
+walk outside. Paths are matched and shown in the spelling of `servers.fs._names` (``\xHH`` for bytes that are
+not UTF-8), the same one the model sees and sends back.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import stat
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -18,8 +25,11 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult
 from pydantic import Field
 
-from servers.fs._files import BINARY_SNIFF_BYTES, looks_binary
+from servers.fs._content import BINARY_SNIFF_BYTES, looks_binary
+from servers.fs._files import oserror_message
+from servers.fs._links import HardLinks
 from servers.fs._models import GlobResult, GrepMatch, GrepResult
+from servers.fs._names import ESCAPES_NOTE, any_escaped, escape
 from servers.fs._paths import Roots, shorten
 from servers.fs._text import render_glob, render_grep, to_call_result
 
@@ -83,42 +93,72 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(parts) + r"\Z", re.DOTALL)
 
 
+@dataclass(frozen=True)
+class _Found:
+    """One entry the walk visited."""
+
+    path: Path
+    """The entry's absolute path, as ``os`` functions take it."""
+    relative: str
+    """Its path relative to the walk's base, escaped as the model sees it; what patterns are matched against."""
+    name: str
+    """Its name, escaped."""
+    is_dir: bool
+    is_file: bool
+
+
 class _Walker:
     """A depth-first walk in path order that does not follow symlinks, prunes `SKIP_DIRS` and has a budget."""
 
-    def __init__(self, limit: int = SCAN_LIMIT) -> None:
+    def __init__(self, roots: Roots, limit: int = SCAN_LIMIT) -> None:
+        self.roots = roots
         self.limit = limit
         self.scanned = 0
         self.exhausted = False
 
-    def walk(self, base: Path) -> Iterator[tuple[str, os.DirEntry[str]]]:
-        """Yield ``(path relative to base, entry)`` for everything below base, in path order."""
-        pending: list[tuple[Iterator[os.DirEntry[str]], str]] = [(self._scan(str(base)), "")]
+    def walk(self, base: Path) -> Iterator[_Found]:
+        """Yield everything below base, in path order."""
+        pending: list[Iterator[_Found]] = [self._scan(base, "")]
         while pending:
-            entries, prefix = pending[-1]
-            entry = next(entries, None)
-            if entry is None:
+            found = next(pending[-1], None)
+            if found is None:
                 pending.pop()
                 continue
-            if entry.name in SKIP_DIRS and entry.is_dir(follow_symlinks=False):
+            if found.name in SKIP_DIRS and found.is_dir:
                 continue
             if self.scanned >= self.limit:
                 self.exhausted = True
                 return
             self.scanned += 1
-            relative = prefix + entry.name
-            yield relative, entry
-            if entry.is_dir(follow_symlinks=False):
-                pending.append((self._scan(entry.path), relative + "/"))
+            yield found
+            if found.is_dir:
+                pending.append(self._scan(found.path, found.relative + "/"))
 
-    @staticmethod
-    def _scan(directory: str) -> Iterator[os.DirEntry[str]]:
+    def _scan(self, directory: Path, prefix: str) -> Iterator[_Found]:
         try:
-            with os.scandir(directory) as scan:
-                return iter(sorted(scan, key=lambda entry: entry.name))
+            fd = self.roots.open(directory, os.O_RDONLY | os.O_DIRECTORY)
         except OSError:
-            # An unreadable directory should not fail the whole search.
+            # An unreadable directory, or one swapped for a symlink since it was listed, is skipped, not searched.
             return iter(())
+        try:
+            # Entry types are read while the descriptor is open: a DirEntry of scandir(fd) looks itself up in it.
+            with os.scandir(fd) as scan:
+                entries = sorted(scan, key=lambda entry: entry.name)
+                found = [
+                    _Found(
+                        path=directory / entry.name,
+                        relative=prefix + escape(entry.name),
+                        name=escape(entry.name),
+                        is_dir=entry.is_dir(follow_symlinks=False),
+                        is_file=entry.is_file(follow_symlinks=False),
+                    )
+                    for entry in entries
+                ]
+        except OSError:
+            return iter(())
+        finally:
+            os.close(fd)
+        return iter(found)
 
 
 class SearchTools:
@@ -126,10 +166,12 @@ class SearchTools:
 
     Args:
         roots: The directories the tools may search.
+        links: Which files this server created, shared with the file tools; a fresh record when None.
     """
 
-    def __init__(self, roots: Roots) -> None:
+    def __init__(self, roots: Roots, links: HardLinks | None = None) -> None:
         self._roots = roots
+        self._links = HardLinks() if links is None else links
 
     def glob(
         self,
@@ -146,6 +188,7 @@ class SearchTools:
         """
         if not pattern:
             raise ToolError("pattern is empty; pass a glob such as '**/*.py'")
+        _check_encodable(pattern)
         if pattern.startswith("/") or ".." in pattern.split("/"):
             raise ToolError(
                 f"pattern {shorten(pattern)} must be relative and must not contain '..'; put the directory to "
@@ -153,8 +196,8 @@ class SearchTools:
             )
         base = self._search_dir(path)
         regex = glob_regex(pattern)
-        walker = _Walker()
-        found = sorted(self._roots.display(base / rel) for rel, _ in walker.walk(base) if regex.match(rel))
+        walker = _Walker(self._roots)
+        found = sorted(self._roots.display(item.path) for item in walker.walk(base) if regex.match(item.relative))
         notes: list[str] = []
         if len(found) > GLOB_CAP:
             notes.append(f"{len(found)} paths matched; only the first {GLOB_CAP} are listed")
@@ -162,11 +205,14 @@ class SearchTools:
             notes.append(f"the scan stopped after {SCAN_LIMIT} entries, so matches may be missing")
         if notes:
             notes.append("narrow the pattern or path")
+        matches = found[:GLOB_CAP]
+        if any_escaped(matches):
+            notes.append(ESCAPES_NOTE)
         result = GlobResult(
             pattern=pattern,
             path=self._roots.display(base),
-            matches=found[:GLOB_CAP],
-            truncated=bool(notes),
+            matches=matches,
+            truncated=len(found) > GLOB_CAP or walker.exhausted,
             note="; ".join(notes) or None,
         )
         return to_call_result(result, render_glob(result))
@@ -188,54 +234,69 @@ class SearchTools:
         the directories .git, .venv, node_modules and __pycache__. Returns path, line number and line text per
         match (long lines are shortened), in path order.
         """
+        _check_encodable(pattern)
         try:
             regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
         except re.error as exc:
             raise ToolError(f"invalid regular expression {shorten(pattern)}: {exc}") from exc
         base = self._roots.resolve(path)
-        if not base.exists():
-            raise ToolError(f"{self._roots.display(base)!r} does not exist")
+        shown_base = self._roots.display(base)
+        try:
+            info = self._roots.stat(base)
+        except OSError as exc:
+            raise ToolError(oserror_message(exc, repr(shown_base))) from exc
+        if info is None:
+            raise ToolError(f"{shown_base!r} does not exist")
         name_filter = None if glob is None else glob_regex(glob)
         filter_on_path = glob is not None and "/" in glob
 
-        walker = _Walker()
-        candidates: Iterator[tuple[str, Path]]
-        if base.is_dir():
+        walker = _Walker(self._roots)
+        candidates: Iterator[Path]
+        if stat.S_ISDIR(info.st_mode):
             candidates = (
-                (rel, Path(entry.path))
-                for rel, entry in walker.walk(base)
-                if entry.is_file(follow_symlinks=False)
-                and (name_filter is None or name_filter.match(rel if filter_on_path else entry.name))
+                item.path
+                for item in walker.walk(base)
+                if item.is_file
+                and (name_filter is None or name_filter.match(item.relative if filter_on_path else item.name))
             )
         else:
-            candidates = iter([(base.name, base)])
+            candidates = iter([base])
 
         matches: list[GrepMatch] = []
+        linked: list[str] = []
         searched = 0
-        for _, file in candidates:
+        for file in candidates:
             remaining = max_matches - len(matches)
             if remaining <= 0:
                 break
-            found = _grep_file(file, regex, remaining)
+            found = self._grep_file(file, regex, remaining)
             if isinstance(found, str):
                 if file == base:
                     # Skipping silently is right inside a tree, but not for the one file that was asked for.
-                    raise ToolError(f"cannot search {self._roots.display(base)!r}: {found}")
+                    raise ToolError(f"cannot search {shown_base!r}: {found}")
                 continue
+            lines, links = found
             searched += 1
             shown = self._roots.display(file)
-            matches.extend(GrepMatch(path=shown, line=number, text=text) for number, text in found)
+            matches.extend(GrepMatch(path=shown, line=number, text=text) for number, text in lines)
+            if lines and links:
+                linked.append(f"{shown} ({links})")
 
         notes: list[str] = []
         if len(matches) >= max_matches:
             notes.append(f"stopped at max_matches={max_matches}; narrow the pattern, path or glob to see the rest")
         if walker.exhausted:
             notes.append(f"the scan stopped after {SCAN_LIMIT} entries, so matches may be missing; narrow path")
+        truncated = bool(notes)
+        if linked:
+            notes.append("files with several hard links may be files outside the workspace: " + ", ".join(linked[:10]))
+        if any_escaped(match.path for match in matches):
+            notes.append(ESCAPES_NOTE)
         result = GrepResult(
             pattern=pattern,
             matches=matches,
             files_searched=searched,
-            truncated=bool(notes),
+            truncated=truncated,
             note="; ".join(notes) or None,
         )
         return to_call_result(result, render_grep(result))
@@ -243,33 +304,52 @@ class SearchTools:
     def _search_dir(self, path: str) -> Path:
         base = self._roots.resolve(path)
         shown = self._roots.display(base)
-        if not base.exists():
+        try:
+            info = self._roots.stat(base)
+        except OSError as exc:
+            raise ToolError(oserror_message(exc, repr(shown))) from exc
+        if info is None:
             raise ToolError(f"directory {shown!r} does not exist")
-        if not base.is_dir():
+        if not stat.S_ISDIR(info.st_mode):
             raise ToolError(f"{shown!r} is a file, not a directory; pass the directory to search in")
         return base
 
+    def _grep_file(self, file: Path, regex: re.Pattern[str], limit: int) -> tuple[list[tuple[int, str]], int] | str:
+        """Up to ``limit`` matching ``(line number, text)`` pairs and the file's suspect link count, or why not."""
+        try:
+            fd = self._roots.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        except OSError as exc:
+            # Files vanish and permissions vary mid-search; neither should fail a whole-tree search.
+            return exc.strerror or str(exc)
+        with open(fd, "rb") as handle:
+            try:
+                info = os.fstat(fd)
+                if not stat.S_ISREG(info.st_mode):
+                    return "it is not a regular file"
+                if info.st_size > GREP_MAX_FILE_BYTES:
+                    return f"it is larger than {GREP_MAX_FILE_BYTES // (1024 * 1024)} MiB"
+                if looks_binary(handle.read(BINARY_SNIFF_BYTES)):
+                    return "it looks binary (it contains NUL bytes)"
+                handle.seek(0)
+                found: list[tuple[int, str]] = []
+                for number, raw in enumerate(handle, start=1):
+                    # errors="replace", not surrogateescape: the line goes into JSON and must stay valid Unicode.
+                    line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+                    if regex.search(line):
+                        found.append((number, _clip(line)))
+                        if len(found) >= limit:
+                            break
+                return found, self._links.extra_links(info)
+            except OSError as exc:
+                return exc.strerror or str(exc)
 
-def _grep_file(file: Path, regex: re.Pattern[str], limit: int) -> list[tuple[int, str]] | str:
-    """Return up to ``limit`` matching ``(line number, text)`` pairs, or the reason the file was skipped."""
+
+def _check_encodable(pattern: str) -> None:
+    # The pattern is echoed in the result, and a lone surrogate there would fail storing it as JSON later.
     try:
-        if file.stat().st_size > GREP_MAX_FILE_BYTES:
-            return f"it is larger than {GREP_MAX_FILE_BYTES // (1024 * 1024)} MiB"
-        with file.open("rb") as handle:
-            if looks_binary(handle.read(BINARY_SNIFF_BYTES)):
-                return "it looks binary (it contains NUL bytes)"
-            handle.seek(0)
-            found: list[tuple[int, str]] = []
-            for number, raw in enumerate(handle, start=1):
-                line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-                if regex.search(line):
-                    found.append((number, _clip(line)))
-                    if len(found) >= limit:
-                        break
-            return found
-    except OSError as exc:
-        # Files vanish and permissions vary mid-search; neither should fail a whole-tree search.
-        return exc.strerror or str(exc)
+        pattern.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ToolError(f"pattern contains characters that cannot be encoded as UTF-8 ({exc.reason})") from exc
 
 
 def _clip(line: str) -> str:

@@ -13,6 +13,8 @@ from mcp.types import ToolAnnotations
 
 from servers._stdio import serve_stdio
 from servers.fs._files import BeforeChange, FileTools
+from servers.fs._links import HardLinks
+from servers.fs._names import escape
 from servers.fs._paths import Roots
 from servers.fs._search import SearchTools
 
@@ -37,18 +39,20 @@ def build_server(roots: Sequence[Path], *, before_change: BeforeChange | None = 
         ValueError: If no root is given or a root is not an existing directory.
     """
     allowed = Roots(roots)
-    listed = ", ".join(str(root) for root in allowed.all)
+    listed = ", ".join(escape(str(root)) for root in allowed.all)
     server: MCPServer = MCPServer(
         "fs",
         instructions=(
             f"File tools confined to these directories: {listed}. Relative paths resolve against "
-            f"{allowed.primary}, and paths in results are relative to it when inside it."
+            f"{escape(str(allowed.primary))}, and paths in results are relative to it when inside it."
         ),
         # MCPServer configures root logging at INFO by default; an embedding process should not inherit that.
         log_level="WARNING",
     )
-    files = FileTools(allowed, before_change)
-    search = SearchTools(allowed)
+    # One record of the files this server created, so a file write made may be edited even once it is linked.
+    links = HardLinks()
+    files = FileTools(allowed, before_change, links)
+    search = SearchTools(allowed, links)
     tools: list[tuple[str, Callable[..., Any], ToolAnnotations]] = [
         ("read", files.read, _READ_ONLY),
         (

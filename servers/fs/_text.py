@@ -107,7 +107,8 @@ def render_list(result: ListResult) -> str:
         result: The listing.
 
     Returns:
-        Directories with a trailing ``/``, files with their size, symlinks marked, and a last line if truncated.
+        Directories with a trailing ``/``, files with their size, symlinks marked, then note lines if truncated or
+        if names are shown escaped.
     """
     if not result.entries and not result.truncated:
         return f"{_path(result.path)} is empty"
@@ -118,6 +119,8 @@ def render_list(result: ListResult) -> str:
             f"note: {_count(left_out, 'more entry', 'more entries')} not shown ({result.total_entries} in total); "
             f"use glob with a pattern to narrow"
         )
+    if result.note:
+        lines.append(f"note: {result.note}")
     return "\n".join(lines)
 
 

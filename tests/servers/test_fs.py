@@ -252,6 +252,7 @@ async def test_list_reports_type_and_size_without_following_symlinks(client: Cli
         ],
         "total_entries": 3,
         "truncated": False,
+        "note": None,
     }
     empty, text = await call_ok_text(client, "list", {"path": "a_dir"})
     assert (empty["entries"], text) == ([], "a_dir is empty")

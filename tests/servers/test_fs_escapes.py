@@ -32,6 +32,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent
 
 from servers.fs import build_server
+from servers.fs._openat import kernel_path
 from servers.fs._paths import MAX_COMPONENT_BYTES, MAX_PATH_CHARS, Roots
 
 pytestmark = pytest.mark.anyio
@@ -250,8 +251,15 @@ def layout(tmp_path: Path) -> Iterator[Layout]:
         os.close(fd)
 
 
-@pytest.fixture
-async def client(layout: Layout) -> AsyncIterator[Client]:
+@pytest.fixture(params=["openat2", "walk"])
+async def client(
+    request: pytest.FixtureRequest, layout: Layout, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Client]:
+    # Every case through both ways of opening beneath the root: openat2, and the O_NOFOLLOW walk used without it.
+    if request.param == "walk":
+        monkeypatch.setattr("servers.fs._openat.USE_OPENAT2", False)
+    elif kernel_path() != "openat2":
+        pytest.skip("openat2 is not available on this kernel")
     async with Client(build_server([layout.root])) as client:
         yield client
 
@@ -404,19 +412,30 @@ def _hard_link_layout(layout: Layout) -> Path:
     return target
 
 
-async def test_hard_link_to_an_outside_file_is_a_known_limitation(client: Client, layout: Layout) -> None:
-    # KNOWN LIMITATION, asserted as it is rather than as we would like it: confinement is by path, and a hard link
-    # has no path outside the root to resolve to. A hard link inside the root shares the inode of a file outside,
-    # so reading it reads that file and writing it changes that file. A model cannot create one (no tool makes
-    # links); it has to be planted by someone with access to both directories. If the server ever refuses files
-    # with st_nlink > 1, this test should flip to expecting refusals.
+async def test_a_hard_link_to_an_outside_file_is_read_with_a_warning_and_never_written(
+    client: Client, layout: Layout
+) -> None:
+    # Confinement is by path, and a hard link has no path outside the root to resolve to: it shares the inode of the
+    # file outside. So the server cannot tell where the other name is, only that there is one: it reads the file
+    # but says so, and refuses to write through it. Deleting only removes the name inside the root.
     target = _hard_link_layout(layout)
     result = await client.call_tool("read", {"path": "hard"})
     assert not result.is_error, _rendered(result)
-    assert MARKER in _rendered(result)
-    result = await client.call_tool("edit", {"path": "hard", "old": MARKER, "new": PAYLOAD})
+    assert "the file has 2 hard links, so it may be a file outside the workspace" in _rendered(result)
+    refusal = (
+        "'hard' has 2 hard links, so it may be a file outside the workspace; Loom does not write through hard links"
+    )
+    for tool, arguments in [
+        ("edit", {"path": "hard", "old": MARKER, "new": PAYLOAD}),
+        ("write", {"path": "hard", "content": PAYLOAD}),
+    ]:
+        result = await client.call_tool(tool, arguments)
+        assert result.is_error and refusal in _rendered(result), _rendered(result)
+    assert _read_outside(target) == f"{MARKER}\n"
+    result = await client.call_tool("delete", {"path": "hard"})
     assert not result.is_error, _rendered(result)
-    assert _read_outside(target) == f"{PAYLOAD}\n"
+    assert not (layout.root / "hard").exists()
+    assert _read_outside(target) == f"{MARKER}\n"
 
 
 def _read_outside(path: Path) -> str:
