@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from orchestrator.policy.engine import MODES, Decision, Mode, Verdict, decide
+from orchestrator.policy.protected import Protected
 from orchestrator.policy.rules import PolicyError, Rule, load_rules
 from orchestrator.policy.shellwords import CommandLine, SimpleCommand, parse
 
@@ -12,6 +13,7 @@ __all__ = [
     "Decision",
     "Mode",
     "PolicyError",
+    "Protected",
     "Rule",
     "SimpleCommand",
     "Verdict",

@@ -27,16 +27,19 @@ import os
 import re
 import shlex
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Literal, cast
 
 from orchestrator.config import loom_home
-from orchestrator.policy.shellwords import CommandLine, SimpleCommand
+from orchestrator.policy.paths import PATH_KEYS, path_arguments, realpath
+from orchestrator.policy.programs import program_name
+from orchestrator.policy.shellwords import SimpleCommand
 
 __all__ = [
     "ACTIONS",
+    "PATH_KEYS",
     "Action",
     "PolicyError",
     "Rule",
@@ -49,9 +52,6 @@ __all__ = [
 Action = Literal["allow", "ask", "deny"]
 ACTIONS: tuple[Action, ...] = ("allow", "ask", "deny")
 _KEYS = frozenset({"action", "tool", "command", "path"})
-# Argument names that carry a path for file tools. A tool with other path-like arguments is matched on these only,
-# so an allow rule with a path needs at least one of them to match at all.
-PATH_KEYS = frozenset({"path", "paths", "source", "destination", "src", "dst", "file", "files", "directory", "dir"})
 
 
 class PolicyError(Exception):
@@ -98,17 +98,45 @@ class Rule:
             return False
         return all(want == "*" or want == got for want, got in zip(pattern, command.words, strict=False))
 
+    def matches_program(self, form: Sequence[str]) -> bool:
+        """Whether a form of a command starts with the pattern's words, the way deny and ask rules match.
+
+        ``form`` is one of :func:`~orchestrator.policy.programs.resolve`'s forms. The program is compared by name
+        and every word case-insensitively.
+        ``rm *`` matches ``rm``, ``/bin/rm`` and ``RM``; ``/usr/bin/curl *`` matches ``curl``. Both widen what a
+        deny or ask rule catches, which is the safe direction; a case-insensitive filesystem runs ``RM`` as ``rm``.
+        """
+        pattern = self.command_words
+        if pattern and pattern[-1] == "*":
+            pattern = pattern[:-1]
+        if not pattern or len(form) < len(pattern):
+            return False
+        want = (program_name(pattern[0]), *pattern[1:])
+        return all(w == "*" or w.casefold() == g.casefold() for w, g in zip(want, form, strict=False))
+
+    def literal_positions(self) -> frozenset[int]:
+        """The word positions the command pattern spells out (not ``*``): what an allow rule vouches for by name."""
+        return frozenset(i for i, word in enumerate(self.command_words) if word != "*")
+
     def matches_path(self, resolved: str, cwd: str) -> bool:
         """Whether a resolved path matches the rule's glob (relative globs are relative to ``cwd``)."""
         if self.path is None:
             return False
-        return _path_regex(self.path, os.path.realpath(cwd)).fullmatch(resolved) is not None
+        return _path_regex(self.path, _resolved_or_normal(cwd)).fullmatch(resolved) is not None
 
     def describe(self) -> str:
         """A short human description, e.g. ``deny shell__run "rm *" (~/.loom/policy.toml: rules[0])``."""
         what = f" {self.command!r}" if self.command is not None else f" path {self.path!r}" if self.path else ""
         where = f" ({self.source})" if self.source else ""
         return f"{self.action} {self.tool}{what}{where}"
+
+
+def _resolved_or_normal(path: str) -> str:
+    # A rule's own directory that cannot be resolved is compared as written; the call's paths carry the doubt.
+    try:
+        return realpath(path)
+    except OSError:
+        return os.path.normpath(path)
 
 
 def _path_regex(pattern: str, cwd: str) -> re.Pattern[str]:
@@ -120,7 +148,7 @@ def _path_regex(pattern: str, cwd: str) -> re.Pattern[str]:
     # rule written against a symlinked workspace still matches.
     parts = os.path.normpath(pattern).split("/")
     first_glob = next((i for i, part in enumerate(parts) if "*" in part or "?" in part), len(parts))
-    head = os.path.realpath("/".join(parts[:first_glob]) or "/")
+    head = _resolved_or_normal("/".join(parts[:first_glob]) or "/")
     rest = parts[first_glob:]
     pattern = head.rstrip("/") + "/" + "/".join(rest) if rest else head
     out: list[str] = []
@@ -142,24 +170,6 @@ def _path_regex(pattern: str, cwd: str) -> re.Pattern[str]:
             out.append(re.escape(pattern[i]))
             i += 1
     return re.compile("".join(out), re.DOTALL)
-
-
-def path_arguments(arguments: Mapping[str, Any], cwd: str) -> list[str]:
-    """The resolved paths among a file tool's arguments (relative to ``cwd``, symlinks and ``..`` resolved)."""
-    found: list[str] = []
-    for key, value in arguments.items():
-        values = value if isinstance(value, list) else [value]
-        if key in PATH_KEYS or key.endswith("_path"):
-            found.extend(v for v in values if isinstance(v, str))
-    # realpath on a path with NUL raises; such a path names nothing a rule can vouch for, so keep it unresolved
-    # (it then matches no allow rule) rather than crash.
-    resolved: list[str] = []
-    for raw in found:
-        try:
-            resolved.append(os.path.realpath(os.path.join(cwd, os.path.expanduser(raw))))
-        except ValueError:
-            resolved.append(raw)
-    return resolved
 
 
 def _rule_from(table: object, source: str) -> Rule:
@@ -263,14 +273,3 @@ def load_rules(project: Path | None, files: Iterable[Path] | None = None) -> lis
 def matching(rules: Sequence[Rule], action: Action, tool_name: str) -> list[Rule]:
     """The rules with ``action`` whose tool glob matches ``tool_name``."""
     return [rule for rule in rules if rule.action == action and rule.matches_tool(tool_name)]
-
-
-def command_matches(rule: Rule, line: CommandLine, *, allow: bool) -> bool:
-    """Whether a command rule matches a parsed command line.
-
-    An allow rule matches only a line that is exactly one plain command; a deny or ask rule matches if any
-    command recognised in the line matches, so ``ls; rm -rf ~`` still hits ``deny rm *``.
-    """
-    if allow:
-        return line.is_simple and rule.matches_command(line.commands[0])
-    return any(rule.matches_command(command) for command in line.commands)

@@ -79,6 +79,25 @@ WRAPPERS = frozenset(
         "function",
         "trap",
         "coproc",
+        # Not shell syntax, but programs whose job is to run the command that follows them.
+        "chrt",
+        "taskset",
+        "pkexec",
+        "runuser",
+        "sg",
+        "chroot",
+        "flock",
+        "unshare",
+        "nsenter",
+        "strace",
+        "ltrace",
+        "faketime",
+        "firejail",
+        "systemd-run",
+        "unbuffer",
+        "rlwrap",
+        "script",
+        "parallel",
     }
 )
 
@@ -98,11 +117,16 @@ class CommandLine:
         commands: The simple commands that could be recognised, in order (best effort when complex).
         separators: The list operators found between them (``;``, ``&&``, ``|``, newline, ...).
         complex_reason: Why the line is complex, or ``""`` if it is a single plain command.
+        line_reason: Why the line is more than one command whose words say all it runs (expansions,
+            redirections, lists, a character outside printable ASCII ...), or ``""``. A line complex only because of
+            its command's own words (a wrapper such as ``sudo``, an ``A=1`` prefix, a quoted ``;``) has none: what
+            it runs can still be read from those words, which is what deny rules need.
     """
 
     commands: tuple[SimpleCommand, ...]
     separators: tuple[str, ...]
     complex_reason: str
+    line_reason: str = ""
 
     @property
     def is_simple(self) -> bool:
@@ -123,7 +147,8 @@ def _command_reason(words: tuple[str, ...]) -> str:
     if _ASSIGNMENT.match(words[0]):
         return f"an environment assignment prefix ({words[0]!r})"
     program = words[0].rsplit("/", 1)[-1]
-    if program in WRAPPERS:
+    # Case-insensitive filesystems (macOS) run "SUDO" as sudo.
+    if program.casefold() in WRAPPERS:
         return f"{program!r} runs or changes other commands"
     for word in words:
         if _WORD_META.search(word):
@@ -149,7 +174,7 @@ def parse(line: str) -> CommandLine:
     try:
         tokens = _tokens(line)
     except ValueError as exc:  # shlex: "No closing quotation" / "No escaped character"
-        return CommandLine((), (), f"it cannot be parsed ({exc})")
+        return CommandLine((), (), f"it cannot be parsed ({exc})", f"it cannot be parsed ({exc})")
 
     commands: list[SimpleCommand] = []
     separators: list[str] = []
@@ -177,13 +202,15 @@ def parse(line: str) -> CommandLine:
     if current:
         commands.append(SimpleCommand(tuple(current)))
 
-    for command in commands:
-        why = _command_reason(command.words)
-        if why:
-            reasons.append(why)
+    # Everything found so far is about the line as a whole; what follows is about one command's words.
+    line_reasons = list(reasons)
+    command_reasons = [why for command in commands if (why := _command_reason(command.words))]
     if not commands:
-        reasons.append("it has no command")
+        line_reasons.append("it has no command")
     elif len(commands) > 1 or separators:
-        reasons.append("it is more than one command")
+        line_reasons.append("it is more than one command")
+    reasons = [*reasons, *command_reasons, *line_reasons[len(reasons) :]]
     # Several findings usually describe one problem; the first is the clearest to show a person.
-    return CommandLine(tuple(commands), tuple(separators), reasons[0] if reasons else "")
+    return CommandLine(
+        tuple(commands), tuple(separators), reasons[0] if reasons else "", line_reasons[0] if line_reasons else ""
+    )
