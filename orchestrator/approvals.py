@@ -25,6 +25,7 @@ from orchestrator.events import ApprovalDecided, ApprovalKind, ApprovalRequested
 from orchestrator.hub import HubTool
 from orchestrator.policy import MODES as POLICY_MODES
 from orchestrator.policy import decide
+from orchestrator.policy.protected import Protected
 from orchestrator.policy.rules import Rule
 
 Mode = Literal["ask", "accept-edits", "plan", "bypass"]
@@ -43,22 +44,29 @@ def verdict(
     arguments: Mapping[str, Any] | None = None,
     rules: Sequence[Rule] = (),
     cwd: str = ".",
-) -> tuple[Verdict, str]:
+    protected: Protected | None = None,
+) -> tuple[Verdict, str, bool]:
     """What policy says about calling ``tool`` with ``arguments`` in ``mode`` under ``rules``, and why.
 
-    A mode the engine does not know is treated as ``ask``.
+    A mode the engine does not know is treated as ``ask``. The third value says the call would change Loom's own
+    configuration (``protected``), which "approve for the session" never covers.
     """
-    decision = decide(mode if mode in POLICY_MODES else "ask", tool.name, tool.annotations, arguments or {}, rules, cwd)
+    policy_mode = mode if mode in POLICY_MODES else "ask"
+    decision = decide(policy_mode, tool.name, tool.annotations, arguments or {}, rules, cwd, protected)
     # Callers read an empty reason for an allowed call; the engine's reason only matters otherwise.
-    return decision.verdict, "" if decision.verdict == "allow" else decision.reason
+    return decision.verdict, "" if decision.verdict == "allow" else decision.reason, decision.protected
 
 
-def headless_denial(tool: str, why: str) -> str:
+def headless_denial(tool: str, why: str, *, own_config: bool = False) -> str:
     """What the model is told when a headless run refuses a call that would need approval."""
+    how = (
+        "change the file yourself, or run with --mode bypass"
+        if own_config  # no allow rule admits such a change, so suggesting one would send the user astray
+        else "allow it with a rule in .loom/policy.toml or choose another --mode"
+    )
     return (
         f"denied by policy: {why}. This run is headless, so nobody can approve the call: do without {tool} "
-        "or tell the user. (User: allow it with a rule in .loom/policy.toml or choose another --mode; "
-        "see docs/permissions.md.)"
+        f"or tell the user. (User: {how}; see docs/permissions.md.)"
     )
 
 
@@ -105,6 +113,7 @@ class Approvals:
         rules: Sequence[Rule] = (),
         cwd: str = ".",
         headless: bool = False,
+        protected: Protected | None = None,
     ) -> None:
         self.session_id = session_id
         self.log = log
@@ -114,17 +123,20 @@ class Approvals:
         self.rules = tuple(rules)
         """User and project policy rules (deny always wins, even over ``approve_session``)."""
         self.cwd = cwd
+        self.protected = protected
+        """Loom's own configuration, asked about before any change (see :mod:`orchestrator.policy.protected`)."""
         self.allowed_tools: set[str] = set()
         """Tools approved for the rest of the session."""
         self.pending: dict[str, PendingApproval] = {}
 
     def verdict(self, tool: HubTool, arguments: Mapping[str, Any] | None = None) -> tuple[Verdict, str]:
         """Policy for this call, remembering ``approve_session`` decisions (which never override a deny)."""
-        decided, why = verdict(self.mode, tool, arguments, self.rules, self.cwd)
-        if decided == "ask" and tool.name in self.allowed_tools:
+        decided, why, own_config = verdict(self.mode, tool, arguments, self.rules, self.cwd, self.protected)
+        # "Approve for the session" approved the tool, not every file: a change to Loom's own config asks each time.
+        if decided == "ask" and tool.name in self.allowed_tools and not own_config:
             return "allow", ""
         if decided == "ask" and self.headless:
-            return "deny", headless_denial(tool.name, why)
+            return "deny", headless_denial(tool.name, why, own_config=own_config)
         return decided, why
 
     async def ask(

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -68,6 +68,9 @@ class ShellOptions:
     """``auto``: in a bwrap sandbox where bwrap works; ``bwrap``: always (an error where it cannot); ``off``."""
     network: bool = True
     """False cuts commands off the network; it needs the sandbox."""
+    env: tuple[str, ...] = ()
+    """Names of variables of Loom's environment that commands get besides the basic ones (``PATH``, ``HOME``...):
+    secrets reach commands only when named here."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +85,8 @@ class LoomConfig:
     """The top-level ``shell`` options, or None when the file does not set them."""
     profiles: dict[str, ProfileSettings] = field(default_factory=dict[str, ProfileSettings])
     """The top-level ``models``: context window and compaction threshold by model pattern."""
+    ignored: tuple[str, ...] = ()
+    """What an untrusted project's config asked for and did not get, one sentence each (see ``loom trust``)."""
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -189,6 +194,15 @@ def load_config_file(path: Path) -> LoomConfig:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    return parse_config(text, path)
+
+
+def parse_config(text: str, path: Path) -> LoomConfig:
+    """Parse the text of a config file read from ``path`` (named in errors).
+
+    Raises:
+        ConfigError: invalid JSON (with line and column) or an invalid entry.
+    """
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -240,45 +254,104 @@ def _profiles(raw: object, where: str) -> dict[str, ProfileSettings]:
 def _shell(raw: object, where: str) -> ShellOptions:
     if not isinstance(raw, dict):
         raise ConfigError(f'{where} must be an object like {{"sandbox": "auto", "network": true}}')
-    unknown = sorted(set(raw) - {"sandbox", "network"})
+    unknown = sorted(set(raw) - {"sandbox", "network", "env"})
     if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; the keys are 'sandbox' and 'network'")
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; the keys are 'sandbox', 'network' and 'env'")
     sandbox = raw.get("sandbox", "auto")
     if sandbox not in ("auto", "bwrap", "off"):
         raise ConfigError(f"{where}.sandbox must be 'auto', 'bwrap' or 'off', not {sandbox!r}")
     network = raw.get("network", True)
     if not isinstance(network, bool):
         raise ConfigError(f"{where}.network must be true or false, not {network!r}")
-    return ShellOptions(sandbox=sandbox, network=network)
+    env = raw.get("env", [])
+    if not isinstance(env, list) or not all(isinstance(n, str) and _ENV_NAME.fullmatch(n) for n in env):
+        raise ConfigError(f'{where}.env must be a list of variable names, like ["GITHUB_TOKEN", "JAVA_HOME"]')
+    return ShellOptions(sandbox=sandbox, network=network, env=tuple(env))
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def load_config(home: Path, project: Path, extra: Path | None = None) -> LoomConfig:
     """Merge ``$LOOM_HOME/config.json``, ``PROJECT/.loom/config.json`` and ``extra`` (later wins per key).
 
-    Servers merge by name (a later entry replaces the whole earlier one) and ``toolTimeouts`` by key.
+    Servers merge by name (a later entry replaces the whole earlier one) and ``toolTimeouts`` by key. What the
+    project's file adds that could widen what runs — its ``mcpServers``, ``shell`` options looser than the
+    user's — is left out until a person trusts the project (:mod:`orchestrator.trust`); the result's
+    ``ignored`` says what was left out and how to trust it. ``extra`` is the user's own choice and always applies.
 
     Raises:
         ConfigError: any of the existing files is invalid; missing files are simply skipped.
     """
-    candidates = [home / "config.json", project / ".loom" / "config.json"]
+    from orchestrator.trust import read_project, trust_state
+
+    if extra is not None and not extra.is_file():
+        raise ConfigError(f"{extra}: no such config file")
+    layers: list[LoomConfig] = []
+    user = home / "config.json"
+    if user.is_file():
+        layers.append(load_config_file(user))
+    snapshot = read_project(project)
+    ignored: list[str] = []
+    if snapshot.config is not None:
+        try:
+            text = snapshot.config.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{snapshot.config_path}: cannot read: not UTF-8 text ({exc.reason})") from exc
+        found = parse_config(text, snapshot.config_path)
+        state = trust_state(home, project, snapshot.digest)
+        if state != "trusted":
+            base = next((layer.shell for layer in reversed(layers) if layer.shell is not None), ShellOptions())
+            found, ignored = _untrusted(found, base, snapshot.config_path, state)
+        layers.append(found)
     if extra is not None:
-        if not extra.is_file():
-            raise ConfigError(f"{extra}: no such config file")
-        candidates.append(extra)
+        layers.append(load_config_file(extra))
     model: str | None = None
     servers: dict[str, ServerConfig] = {}
     tool_timeouts_s: dict[str, float] = {}
     shell: ShellOptions | None = None
     profiles: dict[str, ProfileSettings] = {}
-    for path in candidates:
-        if not path.is_file():
-            continue
-        cfg = load_config_file(path)
+    for cfg in layers:
         model = cfg.model or model
         servers.update({s.name: s for s in cfg.servers})
         tool_timeouts_s.update(cfg.tool_timeouts_s)
         shell = cfg.shell or shell
         profiles.update(cfg.profiles)
     return LoomConfig(
-        model=model, servers=tuple(servers.values()), tool_timeouts_s=tool_timeouts_s, shell=shell, profiles=profiles
+        model=model,
+        servers=tuple(servers.values()),
+        tool_timeouts_s=tool_timeouts_s,
+        shell=shell,
+        profiles=profiles,
+        ignored=tuple(ignored),
     )
+
+
+_SANDBOX_STRENGTH = {"off": 0, "auto": 1, "bwrap": 2}
+
+
+def loosens(shell: ShellOptions, base: ShellOptions) -> bool:
+    """Whether ``shell`` confines commands less than ``base`` does (a weaker sandbox, the network, more variables)."""
+    weaker = _SANDBOX_STRENGTH[shell.sandbox] < _SANDBOX_STRENGTH[base.sandbox]
+    return weaker or (shell.network and not base.network) or not set(shell.env) <= set(base.env)
+
+
+def _untrusted(found: LoomConfig, base: ShellOptions, path: Path, state: str) -> tuple[LoomConfig, list[str]]:
+    """``found`` without what an untrusted project may not do, and a sentence for each thing left out."""
+    why = "it changed since you trusted it" if state == "changed" else "the project is not trusted"
+    how = f"review it and run `loom trust` in {path.parent.parent} to use it"
+    ignored: list[str] = []
+    servers = found.servers
+    if servers:
+        names = ", ".join(f"{s.name} ({s.command or s.url})" for s in servers)
+        ignored.append(f"{path}: ignoring its mcpServers {names}: {why}; {how}")
+        servers = ()
+    shell = found.shell
+    if shell is not None and loosens(shell, base):
+        ignored.append(
+            f"{path}: ignoring its shell options (sandbox {shell.sandbox!r}, network {str(shell.network).lower()}, "
+            f"env {list(shell.env)}), "
+            f"which confine commands less than yours: {why}; {how}"
+        )
+        shell = None
+    return replace(found, servers=servers, shell=shell), ignored

@@ -46,6 +46,7 @@ async def embedded_runtime(
                 tool_timeouts=config.tool_timeouts_s,
                 shell=config.shell,
                 profiles=config.profiles,
+                warnings=config.ignored,
             )
 
 

@@ -31,11 +31,13 @@ from orchestrator.messages import Message
 from orchestrator.models.base import Model
 from orchestrator.models.profiles import ProfileSettings
 from orchestrator.owner import owner_alive
-from orchestrator.policy.rules import Rule, load_rules
+from orchestrator.policy.protected import Protected
+from orchestrator.policy.rules import Rule
 from orchestrator.session import DEFAULT_MAX_STEPS, RunResult, Session, new_id
 from orchestrator.session_tools import build_session_tools
 from orchestrator.snapshots import FileSnapshots
 from orchestrator.store import RunRecord
+from orchestrator.trust import load_trusted_rules
 
 __all__ = ["DEFAULT_MAX_STEPS", "RunResult", "Runtime", "Session", "new_id"]
 
@@ -52,6 +54,7 @@ class Runtime:
         tool_timeouts: Mapping[str, float] | None = None,
         shell: ShellOptions | None = None,
         profiles: Mapping[str, ProfileSettings] | None = None,
+        warnings: Sequence[str] = (),
     ) -> None:
         self.log = log
         self.home = home
@@ -61,6 +64,8 @@ class Runtime:
         self.tool_timeouts = dict(tool_timeouts or {})
         """Per-call limits by namespaced tool or server name (the config's top-level ``toolTimeouts``)."""
         self.shell = shell or ShellOptions()
+        self.warnings = tuple(warnings)
+        """What the config left out (an untrusted project's servers, say): a warning in every session opened."""
 
     @contextlib.asynccontextmanager
     async def open_session(
@@ -73,17 +78,21 @@ class Runtime:
         session_id: str | None = None,
         headless: bool = False,
         rules: Sequence[Rule] | None = None,
+        warnings: Sequence[str] = (),
     ) -> AsyncIterator[Session]:
         """Create a session working in ``cwd`` (or reopen ``session_id`` from the store) and connect its tools.
 
         ``headless`` sessions have nobody to answer approvals: what policy would ask about is denied.
-        ``rules`` already loaded by the caller spare a second read of the policy files.
+        ``rules`` already loaded by the caller spare a second read of the policy files; ``warnings`` are what that
+        load left out (an untrusted project's allow rules), recorded as warnings like the ones found here.
         The tools are disconnected when the context exits; the session itself stays in the store.
         """
         from servers import fs, memory, shell
 
         if rules is None:
-            rules = load_rules(cwd)  # PolicyError (naming the file and rule) before anything is recorded
+            # PolicyError (naming the file and rule) before anything is recorded.
+            loaded, left_out = load_trusted_rules(self.home, cwd)
+            rules, warnings = loaded, [*warnings, *left_out]
         history: list[Message] = []
         approved: set[str] = set()
         events: list[Event] = []
@@ -98,15 +107,25 @@ class Runtime:
             approved = approved_for_session(events)
         if notice:
             await self.log.append(Notice(session_id=session_id, text=notice))
+        told = [*self.warnings, *warnings]
+        if told:
+            await self.log.append(*(Notice(session_id=session_id, level="warning", text=text) for text in told))
 
         async def on_failure(server: str, error: str) -> None:
             await self.log.append(ServerFailed(session_id=session_id, server=server, error=error))
 
         snapshots = FileSnapshots(self.log.store, session_id)
         project = await anyio.to_thread.run_sync(project_root, cwd)
+        protected = Protected.for_session(self.home, cwd, project)
         internal = {
             "fs": fs.build_server([cwd], before_change=snapshots.before_change),
-            "shell": shell.build_server(cwd, sandbox=self.shell.sandbox, network=self.shell.network),
+            "shell": shell.build_server(
+                cwd,
+                sandbox=self.shell.sandbox,
+                network=self.shell.network,
+                env_pass=self.shell.env,
+                protect=protected.mount_points(),  # read-only in the sandbox, whatever the policy allowed
+            ),
             # One memory file for everything; project and session notes are scoped to this project and session.
             "memory": memory.build_server(self.home / "memory.db", project=str(project), session=session_id),
             "loom": build_session_tools(self.log.store, session_id, home=self.home, project=project),
@@ -126,6 +145,7 @@ class Runtime:
                 rules=rules,
                 headless=headless,
                 home=self.home,
+                protected=protected,
                 profiles=self.profiles,
             )
             session.approvals.allowed_tools |= approved

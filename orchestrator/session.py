@@ -40,6 +40,7 @@ from orchestrator.models.base import Model, ModelError, ToolSpec
 from orchestrator.models.profiles import ModelProfile, ProfileSettings, profile_for
 from orchestrator.models.retry import RetryingModel, RetryPolicy
 from orchestrator.owner import owner_alive, this_process
+from orchestrator.policy.protected import Protected
 from orchestrator.policy.rules import Rule
 from orchestrator.resume import RESUMABLE, ResumeError, find_resume_point, resume_loop
 from orchestrator.snapshots import FileSnapshots
@@ -85,6 +86,7 @@ class Session:
         headless: bool = False,
         home: Path | None = None,
         profiles: Mapping[str, ProfileSettings] | None = None,
+        protected: Protected | None = None,
     ) -> None:
         self.id = session_id
         self.cwd = cwd
@@ -92,7 +94,9 @@ class Session:
         self.hub = hub
         self.log = log
         self.history: list[Message] = history if history is not None else []
-        self.approvals = Approvals(session_id, log, mode, rules=rules, cwd=str(cwd), headless=headless)
+        self.approvals = Approvals(
+            session_id, log, mode, rules=rules, cwd=str(cwd), headless=headless, protected=protected
+        )
         self.stopping: str | None = None
         """Set when the runtime is shutting down: a run cancelled then is ``interrupted``, not ``cancelled``."""
         self._lock = anyio.Lock()

@@ -18,11 +18,13 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from clients.cli.errors import first_of
 from clients.cli.main import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from clients.cli.render import JsonRenderer, TerminalRenderer
+from clients.cli.trust import ask_to_trust
 from orchestrator.config import ConfigError, LoomConfig, load_config, loom_home
 from orchestrator.events import Event
 from orchestrator.models import Model, ModelSpecError, default_model_spec, resolve_model
-from orchestrator.policy.rules import PolicyError, Rule, load_rules
+from orchestrator.policy.rules import PolicyError, Rule
 from orchestrator.store import StoreError
+from orchestrator.trust import load_trusted_rules
 
 if TYPE_CHECKING:
     from orchestrator.eventlog import EventLog
@@ -54,15 +56,17 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"--cwd {cwd}: not a directory")
     cwd = cwd.resolve()
     home = loom_home()
+    extra = Path(args.config).expanduser() if args.config else None
     try:
-        config = load_config(home, cwd, Path(args.config).expanduser() if args.config else None)
+        config = load_config(home, cwd, extra)
+        # A bad policy file is a usage error, before anything runs; the session loads the rules itself.
+        rules, rule_notes = load_trusted_rules(home, cwd)
+        if ask_to_trust(home, cwd, [*config.ignored, *rule_notes]):  # at a terminal only
+            config = load_config(home, cwd, extra)
+            rules, rule_notes = load_trusted_rules(home, cwd)
         spec = args.model or os.environ.get("LOOM_MODEL") or config.model or default_model_spec()
         model = resolve_model(spec, base_dir=cwd)
-    except (ConfigError, ModelSpecError) as exc:
-        return _fail(str(exc))
-    try:
-        rules = load_rules(cwd)  # a bad policy file is a usage error, before anything runs
-    except PolicyError as exc:
+    except (ConfigError, ModelSpecError, PolicyError) as exc:
         return _fail(str(exc))
     notice = DEMO_NOTICE if spec == "scripted:demo" else ""
     if args.mode == "bypass":
@@ -81,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
                 raise
             return _fail(str(face_error), EXIT_FAILED)
     try:
-        session = _SessionArgs(cwd, model, args.mode, rules, notice)
+        session = _SessionArgs(cwd, model, args.mode, rules, notice, tuple(rule_notes))
         return anyio.run(_run_session, home, config, session, args.goal, args.max_steps, renderer)
     except (StoreError, BaseExceptionGroup) as exc:
         # A StoreError raised during the run reaches us inside the task group's exception group.
@@ -98,6 +102,7 @@ class _SessionArgs:
     mode: str
     rules: Sequence[Rule]
     notice: str
+    warnings: tuple[str, ...] = ()
 
 
 async def _run_session(
@@ -120,6 +125,7 @@ async def _run_session(
                 mode=session_args.mode,
                 headless=True,
                 rules=session_args.rules,
+                warnings=session_args.warnings,
             )
             async with opened as session:
                 return (await session.run(goal, max_steps=max_steps)).status

@@ -73,6 +73,8 @@ def serve(args: argparse.Namespace) -> int:
         config = load_config(home, Path.cwd(), extra)
     except ConfigError as exc:
         return _fail(str(exc))
+    for note in config.ignored:  # an untrusted project's servers or sandbox options: said once here, and per session
+        sys.stderr.write(f"loom: warning: {note}\n")
 
     def ready(found: Discovery) -> None:
         sys.stderr.write(f"loom: daemon listening on {found.url} (pid {found.pid})\n")

@@ -138,6 +138,14 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("session", help="session id")
     model.add_argument("model", help="PROVIDER:NAME, e.g. anthropic:claude-sonnet-4-5")
 
+    trust = sub.add_parser(
+        "trust",
+        help="trust a project's own .loom/config.json and .loom/policy.toml (servers, sandbox, allow rules)",
+    )
+    trust.add_argument("dir", nargs="?", help="the project directory (default: the current one)")
+    what = trust.add_mutually_exclusive_group()
+    what.add_argument("--show", action="store_true", help="print the files and whether they are trusted, and stop")
+    what.add_argument("--revoke", action="store_true", help="stop trusting the project")
     runs = sub.add_parser("runs", help="list recent runs")
     runs.add_argument("--limit", type=_positive_int, default=20, metavar="N", help="show at most N runs (default 20)")
     return parser
@@ -166,6 +174,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from clients.cli.daemon import serve as serve_daemon
 
         return serve_daemon(args)
+    if args.command == "trust":
+        from clients.cli.trust import trust_command
+
+        return trust_command(args)
     if args.command == "resume":
         from clients.cli.resume import resume as resume_run
 

@@ -126,8 +126,9 @@ async def _embedded(home: Path, run_id: str, renderer: Callable[[Event], None]) 
     from clients.cli.commands import drive_rendered
     from orchestrator.embedded import DB_NAME, embedded_runtime
     from orchestrator.models import ModelSpecError, resolve_model
-    from orchestrator.policy.rules import PolicyError, load_rules
+    from orchestrator.policy.rules import PolicyError
     from orchestrator.resume import RESUMABLE
+    from orchestrator.trust import load_trusted_rules
 
     if not await anyio.Path(home / DB_NAME).is_file():
         raise ResumeFailed(f"no run {run_id!r} in {home}; `loom runs` lists them")
@@ -146,13 +147,19 @@ async def _embedded(home: Path, run_id: str, renderer: Callable[[Event], None]) 
             raise ResumeFailed(f"run {run_id} worked in {cwd}, which no longer exists")
         try:
             model = resolve_model(session_record.model, base_dir=cwd)
-            rules = load_rules(cwd)
+            rules, warnings = load_trusted_rules(home, cwd)
         except (ModelSpecError, ValueError, PolicyError) as exc:
             raise ResumeFailed(f"cannot resume run {run_id}: {exc}") from exc
 
         async def drive() -> str:
             opened = runtime.open_session(
-                cwd, model, mode=session_record.mode, session_id=session_record.id, headless=True, rules=rules
+                cwd,
+                model,
+                mode=session_record.mode,
+                session_id=session_record.id,
+                headless=True,
+                rules=rules,
+                warnings=warnings,
             )
             async with opened as session:  # a ResumeError reaches resume() inside exception groups
                 return (await session.resume(run_id)).status

@@ -38,6 +38,9 @@ def test_shell_options_and_tool_timeouts_from_the_project_config(tmp_path: Path)
     config = {"shell": {"sandbox": "off"}, "toolTimeouts": {"shell__run": 1}}
     (tmp_path / ".loom" / "config.json").write_text(json.dumps(config), encoding="utf-8")
     script = write_script(tmp_path / "s.json", TURNS)
+    # Turning the sandbox off loosens it: that part waits for `loom trust`; the timeout applies at once.
+    trusted = run_loom("trust", cwd=tmp_path, home=tmp_path / "h")
+    assert trusted.returncode == 0 and "trusted" in trusted.stdout, trusted
     result = run_loom(
         "run", "--json", "--mode", "bypass", "--model", f"scripted:{script}", "go", cwd=tmp_path, home=tmp_path / "h"
     )

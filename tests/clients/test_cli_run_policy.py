@@ -69,6 +69,8 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
         (project / ".loom").mkdir(parents=True)
         if scenario.policy is not None:
             (project / ".loom" / "policy.toml").write_text(scenario.policy, encoding="utf-8")
+            if 'action = "allow"' in scenario.policy:  # a project's allow rules apply once a person trusts them
+                assert run_loom("trust", cwd=project, home=base / "home").returncode == 0
         script = write_script(project / "script.json", WRITE_THEN_SHELL)
         started = time.monotonic()
         result = run_loom(

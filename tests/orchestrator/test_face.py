@@ -14,6 +14,7 @@ from mcp import Client
 from orchestrator.embedded import embedded_runtime
 from orchestrator.face import build_face
 from orchestrator.host import SessionHost
+from orchestrator.trust import read_project, trust
 from tests.mcp_calls import call
 
 pytestmark = pytest.mark.anyio
@@ -244,6 +245,7 @@ async def test_project_rules_decide_before_the_mode(tmp_path: Path, monkeypatch:
     monkeypatch.setenv("LOOM_HOME", str(tmp_path / "home"))
     (tmp_path / ".loom").mkdir()
     (tmp_path / ".loom" / "policy.toml").write_text(POLICY)
+    trust(tmp_path / "home", tmp_path, read_project(tmp_path).digest)  # its allow rule applies once trusted
     (tmp_path / "secrets").mkdir()
     (tmp_path / "notes").mkdir()
     model = script(
