@@ -17,7 +17,7 @@ import aiosqlite
 import anyio
 from mcp.server.mcpserver.exceptions import ToolError
 
-__all__ = ["Opened", "default_database", "enable_wal"]
+__all__ = ["Opened", "close_shielded", "default_database", "enable_wal"]
 
 WAL_ATTEMPTS = 100
 WAL_RETRY_S = 0.05
@@ -60,3 +60,15 @@ async def enable_wal(conn: aiosqlite.Connection) -> None:
             if "locked" not in str(exc) or attempt == WAL_ATTEMPTS - 1:
                 raise
             await anyio.sleep(WAL_RETRY_S)
+
+
+async def close_shielded(conn: aiosqlite.Connection | None) -> None:
+    """Close a connection even while being cancelled.
+
+    aiosqlite finishes a close on its worker thread; abandoned half-way (a cancelled task, a failure
+    unwinding the server), the thread later reports to an event loop that has closed, and prints a
+    traceback in the user's terminal.
+    """
+    if conn is not None:
+        with anyio.CancelScope(shield=True):
+            await conn.close()

@@ -25,7 +25,7 @@ from typing import Any
 import aiosqlite
 import anyio
 
-from servers._database import enable_wal
+from servers._database import close_shielded, enable_wal
 
 SCHEMA_VERSION = 5
 
@@ -162,16 +162,16 @@ class Database:
             db = cls(path, conn, read_only=read_only)
             await db._configure()
         except (sqlite3.Error, OSError) as exc:
-            await _close_shielded(conn)
+            await close_shielded(conn)
             raise DatabaseError(describe("cannot open", path, exc)) from exc
         except BaseException:
-            await _close_shielded(conn)
+            await close_shielded(conn)
             raise
         return db
 
     async def close(self) -> None:
         """Close the connection (it must be closed before the event loop ends)."""
-        await self._conn.close()
+        await close_shielded(self._conn)
 
     async def _configure(self) -> None:
         db = self._conn
@@ -471,12 +471,6 @@ class Database:
 def _read_only_uri(path: Path) -> str:
     # mode=ro makes SQLite refuse every write with SQLITE_READONLY, whatever the file's permissions
     return f"{path.resolve().as_uri()}?mode=ro"
-
-
-async def _close_shielded(conn: aiosqlite.Connection | None) -> None:
-    if conn is not None:
-        with anyio.CancelScope(shield=True):
-            await conn.close()
 
 
 def _event_json(event: dict[str, Any]) -> str:

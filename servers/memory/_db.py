@@ -21,7 +21,7 @@ from typing import Any
 import aiosqlite
 import anyio
 
-from servers._database import enable_wal
+from servers._database import close_shielded, enable_wal
 
 SCHEMA_VERSION = 2
 """The schema version this code writes; a file with a newer one is refused, an older one migrated."""
@@ -174,16 +174,16 @@ class Database:
             )
             await _migrate(conn, path)
         except (sqlite3.Error, OSError) as exc:
-            await _close_shielded(conn)
+            await close_shielded(conn)
             raise DatabaseError(f"cannot open the memory database at {path}: {exc}") from exc
         except BaseException:
-            await _close_shielded(conn)
+            await close_shielded(conn)
             raise
         return cls(path, conn, {"user": "", "project": project, "session": session})
 
     async def close(self) -> None:
         """Close the connection."""
-        await self._conn.close()
+        await close_shielded(self._conn)
 
     def scope(self, namespace: str) -> str:
         """The scope this view reads and writes ``namespace`` under; raises :class:`NoteError` if unknown."""
@@ -289,9 +289,3 @@ async def _migrate(conn: aiosqlite.Connection, path: Path) -> None:
                 if conn.in_transaction:
                     await conn.execute("ROLLBACK")
             raise
-
-
-async def _close_shielded(conn: aiosqlite.Connection | None) -> None:
-    if conn is not None:
-        with anyio.CancelScope(shield=True):
-            await conn.close()
