@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.config import ConfigError, ShellOptions, load_config, load_config_file
+from orchestrator.trust import read_project, trust
 
 
 def write(path: Path, data: object) -> Path:
@@ -82,6 +83,9 @@ def test_layers_merge_with_later_files_winning(tmp_path: Path) -> None:
     write(home / "config.json", {"model": "scripted:a.json", "mcpServers": {"x": {"command": "home"}}})
     write(project / ".loom" / "config.json", {"mcpServers": {"x": {"command": "project"}, "y": {"command": "y"}}})
     extra = write(tmp_path / "extra.json", {"model": "scripted:b.json"})
+    untrusted = load_config(home, project, extra)
+    assert {s.name: s.command for s in untrusted.servers} == {"x": "home"}  # a project adds servers once trusted
+    trust(home, project, read_project(project).digest)
     cfg = load_config(home, project, extra)
     assert cfg.model == "scripted:b.json"
     assert {s.name: s.command for s in cfg.servers} == {"x": "project", "y": "y"}
@@ -120,6 +124,8 @@ def test_shell_options_are_read_and_the_project_overrides_the_user(tmp_path: Pat
     (home / "config.json").write_text(json.dumps({"shell": {"sandbox": "bwrap", "network": False}}))
     assert load_config(home, project).shell == ShellOptions(sandbox="bwrap", network=False)
     (project / ".loom" / "config.json").write_text(json.dumps({"shell": {"sandbox": "off"}}))
+    assert load_config(home, project).shell == ShellOptions(sandbox="bwrap", network=False)  # looser: not trusted
+    trust(home, project, read_project(project).digest)
     assert load_config(home, project).shell == ShellOptions(sandbox="off", network=True)
     assert load_config(tmp_path / "nowhere", tmp_path).shell is None
 
