@@ -10,11 +10,25 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
 
+from servers.shell._sandbox import bwrap_problem
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+BWRAP_PROBLEM = bwrap_problem()
+"""Why the bwrap sandbox cannot run here, or None."""
+
+SANDBOXES = [
+    "off",
+    pytest.param(
+        "bwrap", marks=pytest.mark.skipif(BWRAP_PROBLEM is not None, reason=f"no bwrap sandbox: {BWRAP_PROBLEM}")
+    ),
+]
+"""Shell sandbox modes to run a test under; bwrap is skipped, saying why, where it cannot run."""
 
 IN_PROCESS_MODES = ["auto", "legacy"]
 """In-process connections: direct dispatch (2026-07-28) and memory streams with JSON-RPC (2025-11-25)."""

@@ -19,13 +19,6 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    root = tmp_path / "root"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
 def outside(tmp_path: Path) -> Path:
     """A directory next to the root that no call may touch."""
     outside = tmp_path / "outside"

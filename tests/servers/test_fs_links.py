@@ -18,13 +18,6 @@ OUTSIDE_TEXT = "outside content\n"
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    root = tmp_path / "root"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
 def outside_file(tmp_path: Path, root: Path) -> Path:
     """A file outside the root with a hard link to it planted at root/linked.txt."""
     (tmp_path / "outside").mkdir()

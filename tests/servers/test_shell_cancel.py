@@ -25,19 +25,11 @@ import pytest
 from mcp import Client
 
 from servers.shell import build_server
-from servers.shell._sandbox import SandboxMode, bwrap_problem
-from tests.servers._support import IN_PROCESS_MODES, call_ok, connect, process_running
+from servers.shell._sandbox import SandboxMode
+from tests.servers._support import BWRAP_PROBLEM, IN_PROCESS_MODES, SANDBOXES, call_ok, connect, process_running
 
 pytestmark = pytest.mark.anyio
 
-BWRAP_PROBLEM = bwrap_problem()
-
-SANDBOXES = [
-    "off",
-    pytest.param(
-        "bwrap", marks=pytest.mark.skipif(BWRAP_PROBLEM is not None, reason=f"no bwrap sandbox: {BWRAP_PROBLEM}")
-    ),
-]
 
 STUBBORN = (
     "trap '' TERM; readlink /proc/$$/ns/pid > pidns; "
@@ -52,13 +44,6 @@ TERM_GRACE = "0.5"
 def sandbox(request: pytest.FixtureRequest) -> SandboxMode:
     mode: SandboxMode = request.param
     return mode
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    root = tmp_path / "root"
-    root.mkdir()
-    return root
 
 
 def open_client(transport: str, root: Path, sandbox: SandboxMode) -> AbstractAsyncContextManager[Client]:

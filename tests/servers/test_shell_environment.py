@@ -16,19 +16,11 @@ from mcp import Client, StdioServerParameters
 
 import servers.shell
 from servers.shell import build_server
-from servers.shell._sandbox import SandboxMode, bwrap_problem
-from tests.servers._support import REPO_ROOT, call_ok
+from servers.shell._sandbox import SandboxMode
+from tests.servers._support import REPO_ROOT, SANDBOXES, call_ok
 
 pytestmark = pytest.mark.anyio
 
-BWRAP_PROBLEM = bwrap_problem()
-
-SANDBOXES = [
-    "off",
-    pytest.param(
-        "bwrap", marks=pytest.mark.skipif(BWRAP_PROBLEM is not None, reason=f"no bwrap sandbox: {BWRAP_PROBLEM}")
-    ),
-]
 
 SECRETS = {
     "ANTHROPIC_API_KEY": "sk-test-anthropic",
@@ -45,13 +37,6 @@ SECRETS = {
     "HTTPS_PROXY": "http://user:proxy-password@proxy.invalid:3128",
 }
 """Variables a command must not see unless configured: credentials, agent and daemon sockets, proxy passwords."""
-
-
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    root = tmp_path / "root"
-    root.mkdir()
-    return root
 
 
 @pytest.fixture

@@ -40,13 +40,6 @@ CONNECT = (
 """Connects to the UNIX socket named by its argument and prints 'connected', or fails with the reason."""
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    root = tmp_path / "root"
-    root.mkdir()
-    return root
-
-
 def private_dir(parent: Path) -> Iterator[Path]:
     try:
         directory = Path(tempfile.mkdtemp(prefix="loom-isolation-test-", dir=parent))

@@ -49,13 +49,6 @@ ATTACKS = [
 """Ways a command could change or create a protected path; every one must exit non-zero."""
 
 
-@pytest.fixture
-def root(tmp_path: Path) -> Path:
-    root = tmp_path / "root"
-    root.mkdir()
-    return root
-
-
 def tree(root: Path) -> dict[str, str | None]:
     """Every path under root with its content (None for a directory), to compare before and after."""
     found: dict[str, str | None] = {}

@@ -31,13 +31,6 @@ needs_bwrap = pytest.mark.skipif(BWRAP_PROBLEM is not None, reason=f"no bwrap sa
 
 
 @pytest.fixture
-def root(tmp_path: Path) -> Path:
-    root = tmp_path / "root"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
 def outside() -> Iterator[Path]:
     """A writable directory outside the root and outside /tmp (which the sandbox replaces with a private one)."""
     try:
