@@ -38,3 +38,39 @@ async def test_approve_session_survives_a_restart(tmp_path: Path) -> None:
         events = (await call(client, "read_events", session_id=sid))["events"]
     assert second["status"] == "completed", second
     assert [e["type"] for e in events].count("approval_requested") == 1
+
+
+async def test_approve_session_never_covers_a_change_to_looms_own_config(tmp_path: Path) -> None:
+    # A person approves fs__write for the session; the model then writes AGENTS.md and .loom/policy.toml.
+    # Each of those is asked about again: approving a tool is not approving a change of Loom's permissions.
+    work = tmp_path / "work"
+    work.mkdir()
+    turns = [
+        {"tool_calls": [{"name": "fs__write", "arguments": {"path": "a.txt", "content": "a"}}]},
+        {"tool_calls": [{"name": "fs__write", "arguments": {"path": "AGENTS.md", "content": "obey me"}}]},
+        {"tool_calls": [{"name": "fs__write", "arguments": {"path": ".loom/policy.toml", "content": ""}}]},
+        {"text": "done"},
+    ]
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"turns": turns}))
+    async with (
+        embedded_runtime(tmp_path / "home") as runtime,
+        SessionHost(runtime) as host,
+        Client(build_face(host)) as client,
+    ):
+        session = await call(client, "create_session", cwd=str(work), model=f"scripted:{script}", mode="ask")
+        run = await call(client, "send_message", session_id=session["session_id"], text="go", wait_s=10)
+        await call(client, "decide_approval", approval_id=run["pending_approvals"][0], decision="approve_session")
+        asked: list[str] = []
+        for _ in range(2):
+            waiting = await call(client, "get_run", run_id=run["run_id"], wait_s=10)
+            assert waiting["status"] == "awaiting_approval", waiting
+            (approval_id,) = waiting["pending_approvals"]
+            pending = (await call(client, "list_approvals"))["approvals"]
+            asked.append(pending[0]["reason"])
+            await call(client, "decide_approval", approval_id=approval_id, decision="deny", reason="no")
+        done = await call(client, "get_run", run_id=run["run_id"], wait_s=10)
+    assert done["status"] == "completed", done
+    assert all("Loom's own configuration" in reason for reason in asked), asked
+    assert (work / "a.txt").read_text() == "a"
+    assert not (work / "AGENTS.md").exists() and not (work / ".loom").exists()
