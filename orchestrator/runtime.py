@@ -125,6 +125,8 @@ class Runtime:
                 network=self.shell.network,
                 env_pass=self.shell.env,
                 protect=protected.mount_points(),  # read-only in the sandbox, whatever the policy allowed
+                # Not even readable: the daemon's token there would let a command answer its own approvals.
+                hide=[self.home],
             ),
             # One memory file for everything; project and session notes are scoped to this project and session.
             "memory": memory.build_server(self.home / "memory.db", project=str(project), session=session_id),

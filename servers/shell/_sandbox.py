@@ -94,6 +94,8 @@ class Hiding:
     directories: tuple[Path, ...] = ()
     sockets: tuple[Path, ...] = ()
     restored: tuple[Path, ...] = ()
+    inside_root: tuple[Path, ...] = ()
+    """Directories inside the writable root to hide (Loom's home there): covered after the root is bound."""
 
     def flags(self) -> list[str]:
         """The bwrap flags, in mount order."""
@@ -104,6 +106,13 @@ class Hiding:
             flags += ["--ro-bind", "/dev/null", str(socket_path)]
         for path in self.restored:
             flags += ["--ro-bind", str(path), str(path)]
+        return flags
+
+    def late_flags(self) -> list[str]:
+        """The flags that must come after the root's bind, which would otherwise cover them."""
+        flags: list[str] = []
+        for directory in self.inside_root:
+            flags += ["--tmpfs", str(directory), "--remount-ro", str(directory)]
         return flags
 
 
@@ -149,6 +158,7 @@ class Sandbox:
                 flags += ["--bind", str(path), str(path)]
             for path in protect.read_only:
                 flags += ["--ro-bind", str(path), str(path)]
+        flags += self.hiding.late_flags()
         return [self.bwrap, *flags, "--chdir", str(cwd), "--", *argv]
 
     def describe(self) -> str:
@@ -162,7 +172,7 @@ class Sandbox:
                 f"Inside {self.root} these stay read-only and cannot be created, replaced, moved or deleted (they "
                 f"are Loom's configuration; change them only by asking the user): {self.protected_names()}."
             )
-        hidden = [str(path) for path in (*self.hiding.directories, *self.hiding.sockets)]
+        hidden = [str(path) for path in (*self.hiding.directories, *self.hiding.sockets, *self.hiding.inside_root)]
         if hidden:
             verb = "is" if len(hidden) == 1 else "are"
             parts.append(f"Host sockets and runtime directories are hidden ({', '.join(hidden)} {verb} empty).")
@@ -188,13 +198,17 @@ def _base_flags(network: bool, userns: Sequence[str]) -> list[str]:
     return [*flags, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
 
 
-def host_hiding(environ: Mapping[str, str], root: Path, keep: Collection[str] = ()) -> Hiding:
+def host_hiding(
+    environ: Mapping[str, str], root: Path, keep: Collection[str] = (), hide: Collection[Path] = ()
+) -> Hiding:
     """Decide which host directories and sockets to hide from commands.
 
     Args:
         environ: The server's environment, where the socket variables are read.
         root: The resolved writable root; nothing inside it is hidden.
         keep: Names of socket variables configured to pass through; their sockets are bound back.
+        hide: More directories to hide whole (Loom's home); one that holds the root is left to the read-only
+            protection instead, since hiding it would hide the workspace's own parents.
 
     Returns:
         The hiding to apply.
@@ -222,6 +236,12 @@ def host_hiding(environ: Mapping[str, str], root: Path, keep: Collection[str] = 
         elif directory != path:
             # Hiding / or the home directory would hide the toolchains too; cover just the socket.
             sockets.append(path)
+    late: list[Path] = []
+    for extra in hide:
+        resolved = Path(os.path.abspath(extra)).resolve()
+        if not resolved.is_dir() or _inside(root, resolved):
+            continue
+        (late if _inside(resolved, root) else directories).append(resolved)
     directories = [path for path in directories if not _inside(path, root)]
     hidden = _outermost([Path("/tmp"), *directories])
     directories = [path for path in hidden if path != Path("/tmp")]
@@ -239,6 +259,7 @@ def host_hiding(environ: Mapping[str, str], root: Path, keep: Collection[str] = 
         directories=tuple(directories),
         sockets=tuple(dict.fromkeys(sockets)),
         restored=tuple(dict.fromkeys(restored)),
+        inside_root=tuple(dict.fromkeys(late)),
     )
 
 

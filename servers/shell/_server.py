@@ -64,6 +64,7 @@ class ShellTools:
         env_pass: Names of variables passed from the server's environment on top of the default allow-list.
         env_set: Variables given fixed values.
         protect: Absolute paths sandboxed commands may not create or change; see `build_server`.
+        hide: Directories sandboxed commands cannot see at all; see `build_server`.
 
     Raises:
         ValueError: If root is not a directory, a limit or a variable name is invalid, a protected path is not
@@ -82,6 +83,7 @@ class ShellTools:
         env_pass: Sequence[str] = (),
         env_set: Mapping[str, str] | None = None,
         protect: Sequence[Path] = (),
+        hide: Sequence[Path] = (),
     ) -> None:
         self._root = Path(root).expanduser().resolve()
         if not self._root.is_dir():
@@ -98,7 +100,7 @@ class ShellTools:
         self._protected = ProtectedPaths(protect, self._root)
         if isinstance(env_pass, str):
             raise ValueError(f"env_pass must be a list of names, got the string {env_pass!r}")
-        hiding = host_hiding(os.environ, self._root, keep=set(env_pass))
+        hiding = host_hiding(os.environ, self._root, keep=set(env_pass), hide=hide)
         self._sandbox = resolve_sandbox(
             sandbox, self._root, network, hiding=hiding, protected=self._protected.inside_root
         )
@@ -249,6 +251,7 @@ def build_server(
     env_pass: Sequence[str] = (),
     env_set: Mapping[str, str] | None = None,
     protect: Sequence[Path] = (),
+    hide: Sequence[Path] = (),
 ) -> MCPServer:
     """Build the shell MCP server, whose commands run inside root.
 
@@ -268,6 +271,8 @@ def build_server(
         protect: Absolute paths (Loom's config: ``ROOT/.loom``, ``ROOT/AGENTS.md``, ``$LOOM_HOME``, ...) that
             sandboxed commands can neither change nor create, though inside the writable root; see
             `servers.shell._protect`. Unsandboxed commands are not held to them.
+        hide: Directories outside the root that sandboxed commands cannot even read (an empty tmpfs covers each):
+            Loom's home, whose daemon token would let a command drive the daemon and answer its own approvals.
 
     Returns:
         An MCPServer named ``"shell"`` with the tool ``run``.
@@ -287,6 +292,7 @@ def build_server(
         env_pass=env_pass,
         env_set=env_set,
         protect=protect,
+        hide=hide,
     )
     instructions = f"Runs shell commands in {tools.root} (or below it), with stdin from /dev/null."
     if tools.sandbox is not None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -203,3 +204,30 @@ def test_a_planted_project_config_takes_effect_only_once_trusted(tmp_path: Path)
     assert call.is_error and call.failure == "denied", call
     warnings = [e.text for e in again.events() if isinstance(e, Notice) and e.level == "warning"]
     assert any("changed since you trusted it" in w for w in warnings), warnings
+
+
+@pytest.mark.skipif(bwrap_problem() is not None, reason=f"the shell sandbox cannot run here: {bwrap_problem()}")
+@pytest.mark.parametrize("where", ["inside", "outside"])
+def test_sandboxed_commands_cannot_read_looms_home(tmp_path: Path, where: str, request: pytest.FixtureRequest) -> None:
+    # The daemon's token in Loom's home would let a command drive the daemon and answer its own approvals.
+    project = make_project(tmp_path / "project")
+    if where == "inside":
+        home = project / "state"
+        home.mkdir()
+    else:  # not under /tmp, which the sandbox replaces anyway: where ~/.loom would be
+        home = Path(tempfile.mkdtemp(prefix="loom-home-", dir="/var/tmp"))
+        request.addfinalizer(lambda: shutil.rmtree(home, ignore_errors=True))
+    (home / "daemon.token").write_text("token-that-must-not-leak\n", encoding="utf-8")
+    reads = [f"cat {home}/daemon.token", f"ls -a {home}", f"grep -r token-that {home}", "cat state/daemon.token"]
+    calls = [{"name": "shell__run", "arguments": {"command": line}} for line in reads]
+    script = write_script(tmp_path / "read.json", [{"tool_calls": calls}, {"text": "done"}])
+    result = run_loom(
+        "run", "--json", "--mode", "bypass", "--model", f"scripted:{script}", "peek", cwd=project, home=home
+    )
+    assert result.returncode == 0, result
+    done = finished_calls(result)
+    assert len(done) == len(reads)
+    for started, finished in done:
+        assert "token-that-must-not-leak" not in finished.content, (started.input, finished.content)
+        assert "sandboxed" in finished.content, finished.content
+    assert (home / "daemon.token").read_text() == "token-that-must-not-leak\n"
