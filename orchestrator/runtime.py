@@ -42,6 +42,18 @@ from orchestrator.trust import load_trusted_rules
 __all__ = ["DEFAULT_MAX_STEPS", "RunResult", "Runtime", "Session", "new_id"]
 
 
+def secret_state(home: Path) -> list[Path]:
+    """Files in Loom's home no tool may read, even where a workspace holds the home (Loom run in ``~``).
+
+    The daemon's token lets whoever holds it drive the daemon and answer a run's own approvals; the databases
+    hold every session's history and notes. Config and rules stay readable (writing them asks).
+    """
+    from orchestrator.daemon.auth import TOKEN_FILE
+
+    names = [TOKEN_FILE, *(f"{db}{suffix}" for db in ("loom.db", "memory.db") for suffix in ("", "-wal", "-shm"))]
+    return [home / name for name in names]
+
+
 class Runtime:
     """Creates sessions over one event log."""
 
@@ -118,7 +130,7 @@ class Runtime:
         project = await anyio.to_thread.run_sync(project_root, cwd)
         protected = Protected.for_session(self.home, cwd, project)
         internal = {
-            "fs": fs.build_server([cwd], before_change=snapshots.before_change),
+            "fs": fs.build_server([cwd], before_change=snapshots.before_change, hidden=secret_state(self.home)),
             "shell": shell.build_server(
                 cwd,
                 sandbox=self.shell.sandbox,

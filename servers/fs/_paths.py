@@ -63,7 +63,7 @@ class Roots:
         ValueError: If no root is given or a root is not an existing directory.
     """
 
-    def __init__(self, roots: Sequence[Path]) -> None:
+    def __init__(self, roots: Sequence[Path], hidden: Sequence[Path] = ()) -> None:
         if not roots:
             raise ValueError("at least one root directory is required")
         resolved: list[Path] = []
@@ -74,6 +74,7 @@ class Roots:
             resolved.append(path)
         # dict.fromkeys drops duplicates while keeping the caller's order, so the primary root stays first.
         self._roots = tuple(dict.fromkeys(resolved))
+        self._hidden = tuple(Path(os.path.abspath(path)).resolve() for path in hidden)
         # Opened once: every later open is relative to these, so renaming or replacing a root's path later
         # cannot redirect the tools either.
         self._fds = tuple(os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for root in self._roots)
@@ -128,7 +129,13 @@ class Roots:
             raise ToolError(
                 f"path {shorten(raw)} resolves outside the allowed roots ({allowed}){hint}; use a path inside them"
             )
+        if self.is_hidden(resolved):
+            raise ToolError(f"path {shorten(raw)} is inside Loom's own state, which the file tools do not touch")
         return resolved
+
+    def is_hidden(self, path: Path) -> bool:
+        """Whether a resolved path lies in a hidden directory (Loom's home inside a workspace, say)."""
+        return any(path.is_relative_to(hidden) for hidden in self._hidden)
 
     def display(self, path: Path) -> str:
         """Render a resolved path for a result or message.

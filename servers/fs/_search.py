@@ -124,7 +124,7 @@ class _Walker:
             if found is None:
                 pending.pop()
                 continue
-            if found.name in SKIP_DIRS and found.is_dir:
+            if (found.name in SKIP_DIRS and found.is_dir) or self.roots.is_hidden(found.path):
                 continue
             if self.scanned >= self.limit:
                 self.exhausted = True

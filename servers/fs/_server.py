@@ -23,7 +23,9 @@ __all__ = ["build_server", "main"]
 _READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 
 
-def build_server(roots: Sequence[Path], *, before_change: BeforeChange | None = None) -> MCPServer:
+def build_server(
+    roots: Sequence[Path], *, before_change: BeforeChange | None = None, hidden: Sequence[Path] = ()
+) -> MCPServer:
     """Build the fs MCP server, confined to the given directories.
 
     Args:
@@ -31,6 +33,8 @@ def build_server(roots: Sequence[Path], *, before_change: BeforeChange | None = 
             against it and reported paths are relative to it.
         before_change: Called with a file's path and current content before write, edit or delete changes it
             (Loom snapshots files for rewind this way); if it raises, the change is refused.
+        hidden: Directories inside the roots the tools never read, list or search (Loom's home, with its daemon
+            token, when a workspace holds it).
 
     Returns:
         An MCPServer named ``"fs"`` with the tools read, write, edit, delete, list, glob and grep.
@@ -38,7 +42,7 @@ def build_server(roots: Sequence[Path], *, before_change: BeforeChange | None = 
     Raises:
         ValueError: If no root is given or a root is not an existing directory.
     """
-    allowed = Roots(roots)
+    allowed = Roots(roots, hidden)
     listed = ", ".join(escape(str(root)) for root in allowed.all)
     server: MCPServer = MCPServer(
         "fs",

@@ -220,14 +220,23 @@ def test_sandboxed_commands_cannot_read_looms_home(tmp_path: Path, where: str, r
     (home / "daemon.token").write_text("token-that-must-not-leak\n", encoding="utf-8")
     reads = [f"cat {home}/daemon.token", f"ls -a {home}", f"grep -r token-that {home}", "cat state/daemon.token"]
     calls = [{"name": "shell__run", "arguments": {"command": line}} for line in reads]
+    if where == "inside":  # the fs tools can name it too
+        calls += [
+            {"name": "fs__read", "arguments": {"path": "state/daemon.token"}},
+            {"name": "fs__grep", "arguments": {"pattern": "token-that"}},
+            {"name": "fs__glob", "arguments": {"pattern": "**/daemon.token"}},
+        ]
     script = write_script(tmp_path / "read.json", [{"tool_calls": calls}, {"text": "done"}])
     result = run_loom(
         "run", "--json", "--mode", "bypass", "--model", f"scripted:{script}", "peek", cwd=project, home=home
     )
     assert result.returncode == 0, result
     done = finished_calls(result)
-    assert len(done) == len(reads)
+    assert len(done) == len(calls)
     for started, finished in done:
         assert "token-that-must-not-leak" not in finished.content, (started.input, finished.content)
-        assert "sandboxed" in finished.content, finished.content
+        if started.name == "shell__run":
+            assert "sandboxed" in finished.content, finished.content
+        else:
+            assert finished.is_error or not (finished.structured or {}).get("matches"), finished
     assert (home / "daemon.token").read_text() == "token-that-must-not-leak\n"
