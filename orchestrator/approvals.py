@@ -62,7 +62,8 @@ def headless_denial(tool: str, why: str, *, own_config: bool = False) -> str:
     how = (
         "change the file yourself, or run with --mode bypass"
         if own_config  # no allow rule admits such a change, so suggesting one would send the user astray
-        else "allow it with a rule in .loom/policy.toml or choose another --mode"
+        else "allow it with a rule in $LOOM_HOME/policy.toml (or the project's .loom/policy.toml, after `loom trust`) "
+        "or choose another --mode"
     )
     return (
         f"denied by policy: {why}. This run is headless, so nobody can approve the call: do without {tool} "
