@@ -7,6 +7,7 @@ over it is the hub's (:mod:`orchestrator.hub`).
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -24,8 +25,10 @@ def open_errlog(
     """The file a stdio server's stderr is appended to (``LOG_DIR/NAME.log``), or None for other servers."""
     if not isinstance(target, ServerConfig) or target.transport != "stdio" or log_dir is None:
         return None
-    log_dir.mkdir(parents=True, exist_ok=True)
-    return files.enter_context(open(log_dir / f"{name}.log", "a+", encoding="utf-8"))
+    # Private: a server's stderr may hold what its tools read.
+    log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(log_dir / f"{name}.log", os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    return files.enter_context(open(fd, "a+", encoding="utf-8"))
 
 
 def open_client(target: MCPServer | ServerConfig, errlog: TextIO | None) -> Client:

@@ -17,7 +17,7 @@ import aiosqlite
 import anyio
 from mcp.server.mcpserver.exceptions import ToolError
 
-__all__ = ["Opened", "close_shielded", "default_database", "enable_wal"]
+__all__ = ["Opened", "close_shielded", "default_database", "enable_wal", "make_private"]
 
 WAL_ATTEMPTS = 100
 WAL_RETRY_S = 0.05
@@ -72,3 +72,18 @@ async def close_shielded(conn: aiosqlite.Connection | None) -> None:
     if conn is not None:
         with anyio.CancelScope(shield=True):
             await conn.close()
+
+
+def make_private(path: Path) -> None:
+    """Create the database file's directory (0700) and the file itself (0600) if they do not exist yet.
+
+    The file holds every prompt, tool result and note: it must not be readable by other users of the machine.
+    SQLite creates its ``-wal`` and ``-shm`` files with the database file's mode, so they follow. Existing
+    files keep the mode their owner gave them.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)

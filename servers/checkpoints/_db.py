@@ -25,7 +25,7 @@ from typing import Any
 import aiosqlite
 import anyio
 
-from servers._database import close_shielded, enable_wal
+from servers._database import close_shielded, enable_wal, make_private
 
 SCHEMA_VERSION = 5
 
@@ -157,7 +157,7 @@ class Database:
             if read_only:
                 conn = await aiosqlite.connect(_read_only_uri(path), uri=True, isolation_level=None)
             else:
-                path.parent.mkdir(parents=True, exist_ok=True)
+                make_private(path)
                 conn = await aiosqlite.connect(path, isolation_level=None)
             db = cls(path, conn, read_only=read_only)
             await db._configure()

@@ -21,7 +21,7 @@ from typing import Any
 import aiosqlite
 import anyio
 
-from servers._database import close_shielded, enable_wal
+from servers._database import close_shielded, enable_wal, make_private
 
 SCHEMA_VERSION = 2
 """The schema version this code writes; a file with a newer one is refused, an older one migrated."""
@@ -162,7 +162,7 @@ class Database:
         """
         conn: aiosqlite.Connection | None = None
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            make_private(path)
             conn = await aiosqlite.connect(path, isolation_level=None)
             await conn.execute("PRAGMA busy_timeout=5000")
             await enable_wal(conn)
