@@ -20,8 +20,7 @@ from collections import deque
 from pathlib import Path
 
 from benchmarks._report import Figure, fmt_time, median
-from orchestrator.checkpoint_store import CheckpointStore
-from orchestrator.embedded import embedded_runtime
+from orchestrator.context.history import rebuild_history
 from orchestrator.events import (
     AssistantMessage,
     ContextCompacted,
@@ -33,9 +32,10 @@ from orchestrator.events import (
     ToolCallStarted,
     UserMessage,
 )
-from orchestrator.history import rebuild_history
 from orchestrator.messages import Message, TextBlock, ToolUseBlock, Usage
 from orchestrator.models.scripted import ScriptedModel
+from orchestrator.runtime.embedded import embedded_runtime
+from orchestrator.store.checkpoints import CheckpointStore
 
 TARGET_S = 0.100
 EVENTS = 10_000

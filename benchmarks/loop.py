@@ -29,16 +29,16 @@ from mcp import Client
 
 from benchmarks._report import Figure, fmt_time, median, paired_ratio
 from benchmarks.calls import build_bench_server, raw_call_times
-from orchestrator.checkpoint_store import CheckpointStore
-from orchestrator.embedded import embedded_runtime
-from orchestrator.eventlog import EventLog
 from orchestrator.events import Event, SessionCreated, ToolCallFinished
-from orchestrator.hub import Hub, ToolOutcome
+from orchestrator.hub.pool import Hub, ToolOutcome
 from orchestrator.messages import ToolResultBlock
 from orchestrator.models.base import Model, ModelEvent, ModelRequest
 from orchestrator.models.scripted import ScriptedModel
-from orchestrator.runtime import Session, new_id
-from orchestrator.store import RunRecord, SessionRecord, SnapshotRecord, Store
+from orchestrator.runtime.embedded import embedded_runtime
+from orchestrator.runtime.runtime import Session, new_id
+from orchestrator.store.checkpoints import CheckpointStore
+from orchestrator.store.eventlog import EventLog
+from orchestrator.store.interface import RunRecord, SessionRecord, SnapshotRecord, Store
 
 STEP_TARGET = 2.0
 FLATNESS_TARGET = 1.2
@@ -142,7 +142,7 @@ async def bench_rig(home: Path, *, store_wrapper: Callable[[Store], Store] | Non
 
 @dataclass
 class TimingStore:
-    """A :class:`~orchestrator.store.Store` that times its inner store's appends."""
+    """A :class:`~orchestrator.store.interface.Store` that times its inner store's appends."""
 
     inner: Store
     append_s: list[float] = field(default_factory=list[float])

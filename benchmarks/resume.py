@@ -34,14 +34,14 @@ import anyio
 from benchmarks._report import Figure, fmt_time, median
 from benchmarks.loop import StampingModel, read_script
 from benchmarks.store import CountingStore
-from orchestrator.checkpoint_store import CheckpointStore
-from orchestrator.embedded import DB_NAME
-from orchestrator.eventlog import EventLog
+from orchestrator.context.history import rebuild_history
 from orchestrator.events import Event, RunResumed, ToolCallStarted
-from orchestrator.history import rebuild_history
+from orchestrator.loop.resume import find_resume_point
 from orchestrator.models.scripted import ScriptedModel
-from orchestrator.resume import find_resume_point
-from orchestrator.runtime import Runtime
+from orchestrator.runtime.embedded import DB_NAME
+from orchestrator.runtime.runtime import Runtime
+from orchestrator.store.checkpoints import CheckpointStore
+from orchestrator.store.eventlog import EventLog
 
 TARGET_S = 1.0
 """A 1,000-step run resumed in under a second."""

@@ -86,7 +86,7 @@ def measure(runs: int, warmup: int = 3) -> Figure:
     return figure
 
 
-RUNTIME_IMPORT = "import orchestrator.embedded, orchestrator.runtime, servers.fs, servers.shell"
+RUNTIME_IMPORT = "import orchestrator.runtime.embedded, orchestrator.runtime.runtime, servers.fs, servers.shell"
 """What every ``loom run`` (and, for its server, ``loom server``) loads before it can do anything."""
 
 

@@ -30,8 +30,8 @@ from benchmarks._report import Figure, fmt_time, median
 from benchmarks.loop import bench_rig
 from orchestrator.events import AssistantMessage, Event, SessionCreated, ToolCallFinished
 from orchestrator.models.scripted import ScriptedModel
-from orchestrator.runtime import Session, new_id
-from orchestrator.store import RunRecord, SessionRecord, SnapshotRecord, Store
+from orchestrator.runtime.runtime import Session, new_id
+from orchestrator.store.interface import RunRecord, SessionRecord, SnapshotRecord, Store
 
 TARGET = 1.0
 """At most one round trip per model call and per tool call, one SQLite transaction per step."""
@@ -92,7 +92,7 @@ class Call:
 
 @dataclass
 class CountingStore:
-    """A :class:`~orchestrator.store.Store` that records every call to its inner store (delegation)."""
+    """A :class:`~orchestrator.store.interface.Store` that records every call to its inner store (delegation)."""
 
     inner: Store
     wal: WalCommits | None = None

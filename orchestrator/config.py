@@ -8,7 +8,7 @@ variables as ``${VAR}`` so that secrets stay out of the file.
 Time limits: ``timeout`` (seconds per call) and ``toolTimeouts`` (``{"remote tool name": seconds}``)
 in an ``mcpServers`` entry, and a top-level ``toolTimeouts`` keyed by namespaced tool name or server
 name that also covers Loom's built-in servers (``{"fs__grep": 30, "shell": 600}``). Which one wins
-is described in :mod:`orchestrator.tool_timeouts`.
+is described in :mod:`orchestrator.hub.timeouts`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,22 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from orchestrator.home import loom_home
 from orchestrator.models.profiles import ProfileSettings
+
+__all__ = [
+    "BUILT_IN_SERVERS",
+    "ConfigError",
+    "LoomConfig",
+    "ServerConfig",
+    "ShellOptions",
+    "load_config",
+    "load_config_file",
+    "loom_home",
+    "loosens",
+    "parse_config",
+    "parse_server",
+]
 
 DEFAULT_CALL_TIMEOUT_S = 600.0
 DEFAULT_STARTUP_TIMEOUT_S = 30.0
@@ -32,12 +47,6 @@ BUILT_IN_SERVERS = frozenset({"fs", "shell", "memory", "loom"})
 
 class ConfigError(Exception):
     """A configuration file is unusable; the message names the file and what is wrong."""
-
-
-def loom_home() -> Path:
-    """``$LOOM_HOME``, or ``~/.loom``."""
-    env = os.environ.get("LOOM_HOME")
-    return Path(env).expanduser() if env else Path.home() / ".loom"
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,13 +286,13 @@ def load_config(home: Path, project: Path, extra: Path | None = None) -> LoomCon
 
     Servers merge by name (a later entry replaces the whole earlier one) and ``toolTimeouts`` by key. What the
     project's file adds that could widen what runs — its ``mcpServers``, ``shell`` options looser than the
-    user's — is left out until a person trusts the project (:mod:`orchestrator.trust`); the result's
+    user's — is left out until a person trusts the project (:mod:`orchestrator.policy.trust`); the result's
     ``ignored`` says what was left out and how to trust it. ``extra`` is the user's own choice and always applies.
 
     Raises:
         ConfigError: any of the existing files is invalid; missing files are simply skipped.
     """
-    from orchestrator.trust import read_project, trust_state
+    from orchestrator.policy.trust import read_project, trust_state
 
     if extra is not None and not extra.is_file():
         raise ConfigError(f"{extra}: no such config file")

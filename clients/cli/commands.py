@@ -16,18 +16,18 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from clients.cli.errors import first_of
-from clients.cli.main import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from clients.cli.exits import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from clients.cli.render import JsonRenderer, TerminalRenderer
 from clients.cli.trust import ask_to_trust
 from orchestrator.config import ConfigError, LoomConfig, load_config, loom_home
 from orchestrator.events import Event
 from orchestrator.models import Model, ModelSpecError, default_model_spec, resolve_model
 from orchestrator.policy.rules import PolicyError, Rule
-from orchestrator.store import StoreError
-from orchestrator.trust import load_trusted_rules
+from orchestrator.policy.trust import load_trusted_rules
+from orchestrator.store.interface import StoreError
 
 if TYPE_CHECKING:
-    from orchestrator.eventlog import EventLog
+    from orchestrator.store.eventlog import EventLog
 
 DEMO_NOTICE = (
     "this run uses Loom's bundled scripted demo model: its words are pre-written, but every tool call "
@@ -113,7 +113,7 @@ async def _run_session(
     max_steps: int,
     renderer: Callable[[Event], None],
 ) -> int:
-    from orchestrator.embedded import embedded_runtime
+    from orchestrator.runtime.embedded import embedded_runtime
 
     async with embedded_runtime(home, config=config) as runtime:
 
@@ -189,7 +189,7 @@ async def _cancel_on_signal(run_scope: anyio.CancelScope, watcher: anyio.CancelS
 
 def export(run_id: str) -> int:
     """``loom export RUN``: the run's stored events as JSONL."""
-    from orchestrator.embedded import find_run
+    from orchestrator.runtime.embedded import find_run
 
     try:
         found = anyio.run(find_run, loom_home(), run_id)
@@ -206,7 +206,7 @@ def list_runs(limit: int) -> int:
     """``loom runs``: recent runs, newest first."""
     import time
 
-    from orchestrator.embedded import recent_runs
+    from orchestrator.runtime.embedded import recent_runs
 
     try:
         runs = anyio.run(recent_runs, loom_home(), limit)

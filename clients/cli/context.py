@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from clients.cli.main import EXIT_FAILED, EXIT_OK
+from clients.cli.exits import EXIT_FAILED, EXIT_OK
 from clients.cli.remote import _run, call, face_client
 
 

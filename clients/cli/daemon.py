@@ -14,7 +14,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from clients.cli.main import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from clients.cli.exits import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 DEFAULT_PORT = 7878
 
@@ -65,7 +65,7 @@ def serve(args: argparse.Namespace) -> int:
     from orchestrator.daemon.auth import TokenError
     from orchestrator.daemon.discovery import AlreadyRunning, Discovery
     from orchestrator.daemon.runner import DaemonError, run_daemon
-    from orchestrator.store import StoreError
+    from orchestrator.store.interface import StoreError
 
     home = loom_home()
     try:

@@ -10,10 +10,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_CANCELLED = 130
+from clients.cli.exits import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
+
+__all__ = ["EXIT_CANCELLED", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
 
 _EPILOG = """exit codes: 0 completed, 1 the run failed, 2 bad usage or config, 130 cancelled.
 state lives in $LOOM_HOME (default ~/.loom)."""

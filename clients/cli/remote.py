@@ -19,7 +19,7 @@ import anyio
 from mcp import Client
 
 from clients.cli.errors import first_of
-from clients.cli.main import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from clients.cli.exits import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from clients.cli.render import TerminalRenderer
 from orchestrator.config import loom_home
 from orchestrator.events import EVENT_ADAPTER
@@ -45,9 +45,9 @@ async def face_client() -> AsyncIterator[Client]:
             yield client
         return
     from orchestrator.config import ConfigError, load_config
-    from orchestrator.embedded import embedded_runtime
-    from orchestrator.face import build_face
-    from orchestrator.host import SessionHost
+    from orchestrator.face.server import build_face
+    from orchestrator.runtime.embedded import embedded_runtime
+    from orchestrator.runtime.host import SessionHost
 
     try:
         # The same config `loom run` and the daemon read: sessions reopened here get the same servers.

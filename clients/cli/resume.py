@@ -18,11 +18,11 @@ from pathlib import Path
 import anyio
 
 from clients.cli.errors import first_of
-from clients.cli.main import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from clients.cli.exits import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from clients.cli.render import JsonRenderer, TerminalRenderer
 from orchestrator.config import ConfigError, load_config, loom_home
 from orchestrator.events import EVENT_ADAPTER, ApprovalRequested, Event, RunFinished, RunResumed
-from orchestrator.store import StoreError
+from orchestrator.store.interface import StoreError
 
 EXIT_CODES = {"completed": EXIT_OK, "cancelled": EXIT_CANCELLED}
 
@@ -50,7 +50,7 @@ def resume(args: argparse.Namespace) -> int:
         return anyio.run(_embedded, home, args.run_id, renderer)
     except (ResumeFailed, StoreError, ConfigError, BaseExceptionGroup) as exc:
         from clients.cli.remote import FaceError
-        from orchestrator.resume import ResumeError
+        from orchestrator.loop.resume import ResumeError
 
         kinds: tuple[type[Exception], ...] = (ResumeFailed, ResumeError, FaceError, StoreError, ConfigError)
         error = next((e for e in (first_of(exc, k) for k in kinds) if e is not None), None)
@@ -124,11 +124,11 @@ async def _on_daemon(home: Path, run_id: str, renderer: Callable[[Event], None])
 async def _embedded(home: Path, run_id: str, renderer: Callable[[Event], None]) -> int:
     """Resume in this process, headless: runs left running by a dead process are marked interrupted first."""
     from clients.cli.commands import drive_rendered
-    from orchestrator.embedded import DB_NAME, embedded_runtime
+    from orchestrator.loop.resume import RESUMABLE
     from orchestrator.models import ModelSpecError, resolve_model
     from orchestrator.policy.rules import PolicyError
-    from orchestrator.resume import RESUMABLE
-    from orchestrator.trust import load_trusted_rules
+    from orchestrator.policy.trust import load_trusted_rules
+    from orchestrator.runtime.embedded import DB_NAME, embedded_runtime
 
     if not await anyio.Path(home / DB_NAME).is_file():
         raise ResumeFailed(f"no run {run_id!r} in {home}; `loom runs` lists them")

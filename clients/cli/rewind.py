@@ -6,7 +6,7 @@ import argparse
 import sys
 import time
 
-from clients.cli.main import EXIT_OK
+from clients.cli.exits import EXIT_OK
 from clients.cli.remote import _run, call, face_client
 
 

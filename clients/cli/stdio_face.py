@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from clients.cli.main import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from clients.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:
     from mcp.server import Server
@@ -138,10 +138,10 @@ async def _serve_embedded(home: Path, serving: anyio.CancelScope) -> int:
     from mcp.server.stdio import stdio_server
 
     from orchestrator.config import ConfigError, load_config
-    from orchestrator.embedded import embedded_runtime
-    from orchestrator.face import build_face
-    from orchestrator.host import SessionHost
-    from orchestrator.store import StoreError
+    from orchestrator.face.server import build_face
+    from orchestrator.runtime.embedded import embedded_runtime
+    from orchestrator.runtime.host import SessionHost
+    from orchestrator.store.interface import StoreError
 
     try:
         config = load_config(home, Path.cwd())

@@ -164,7 +164,7 @@ async def collect(client: Any, run_id: str) -> tuple[dict[str, Any], list[Event]
 
 def trace(run_id: str, jsonl: bool) -> int:
     """``loom trace RUN [--jsonl]``."""
-    from clients.cli.main import EXIT_OK
+    from clients.cli.exits import EXIT_OK
     from clients.cli.remote import _run, face_client
 
     async def main() -> int:

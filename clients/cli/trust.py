@@ -15,7 +15,7 @@ from typing import TextIO
 
 from orchestrator.config import ConfigError, load_config, loom_home
 from orchestrator.policy.rules import PolicyError
-from orchestrator.trust import ProjectConfig, forget, load_trusted_rules, read_project, trust, trust_state
+from orchestrator.policy.trust import ProjectConfig, forget, load_trusted_rules, read_project, trust, trust_state
 
 __all__ = ["ask_to_trust", "trust_command", "untrusted_notes"]
 

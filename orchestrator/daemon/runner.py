@@ -9,7 +9,7 @@ are ended at once by the request gate, the MCP session manager closes, the sessi
 and the lock is released. A second signal stops waiting for requests that ignore cancellation.
 
 With ``"autoResume": true`` at the top level of ``$LOOM_HOME/config.json``, the runs that the start
-marked interrupted (a crash left them running) are resumed at once (see :mod:`orchestrator.resume`).
+marked interrupted (a crash left them running) are resumed at once (see :mod:`orchestrator.loop.resume`).
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ async def run_daemon(
         orchestrator.daemon.discovery.AlreadyRunning: another daemon holds ``home``.
         orchestrator.daemon.auth.TokenError: the token file is unsafe or unusable.
         DaemonError: the port cannot be bound.
-        orchestrator.store.StoreError: the database cannot be opened.
+        orchestrator.store.interface.StoreError: the database cannot be opened.
     """
     ensure_home(home)
     with InstanceLock(home), contextlib.ExitStack() as cleanup:
@@ -161,9 +161,9 @@ async def _serve(
     auto_resume: bool = False,
     config: LoomConfig | None = None,
 ) -> None:
-    from orchestrator.embedded import embedded_runtime
-    from orchestrator.face import build_face
-    from orchestrator.host import SessionHost
+    from orchestrator.face.server import build_face
+    from orchestrator.runtime.embedded import embedded_runtime
+    from orchestrator.runtime.host import SessionHost
 
     port: int = sock.getsockname()[1]
     url = f"http://{HOST}:{port}{MCP_PATH}"

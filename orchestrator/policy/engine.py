@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from mcp import types as mt
 
+from orchestrator.hub.names import server_of
 from orchestrator.policy.paths import ArgumentPaths, argument_paths, realpath, resolve
 from orchestrator.policy.programs import Resolution
 from orchestrator.policy.programs import resolve as resolve_command
@@ -36,7 +37,6 @@ from orchestrator.policy.protected import Protected
 from orchestrator.policy.risky import Finding, findings
 from orchestrator.policy.rules import Rule, matching
 from orchestrator.policy.shellwords import CommandLine, SimpleCommand, parse
-from orchestrator.toolnames import server_of
 
 __all__ = ["MODES", "Decision", "Mode", "Verdict", "decide"]
 

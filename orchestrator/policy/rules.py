@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, cast
 
-from orchestrator.config import loom_home
+from orchestrator.home import loom_home
 from orchestrator.policy.paths import PATH_KEYS, path_arguments, realpath
 from orchestrator.policy.programs import program_name
 from orchestrator.policy.shellwords import SimpleCommand

@@ -21,9 +21,9 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from orchestrator.embedded import embedded_runtime
-from orchestrator.face import build_face
-from orchestrator.host import SessionHost
+from orchestrator.face.server import build_face
+from orchestrator.runtime.embedded import embedded_runtime
+from orchestrator.runtime.host import SessionHost
 from tests.orchestrator.models.live_server import serve
 
 TOKEN = "test-token-0123456789"

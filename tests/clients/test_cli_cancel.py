@@ -20,8 +20,8 @@ from pathlib import Path
 import anyio
 
 from orchestrator.events import EVENT_ADAPTER, RunFinished, RunStarted, ToolCallFinished, ToolCallStarted
-from orchestrator.sqlite_store import SqliteStore
-from orchestrator.store import RunRecord
+from orchestrator.store.checkpoints import CheckpointStore
+from orchestrator.store.interface import RunRecord
 from tests.clients.cli_support import (
     clean_env,
     loom_command,
@@ -67,7 +67,7 @@ def _reaping(marker: str) -> Iterator[None]:
 
 def _stored_run(home: Path, run_id: str) -> RunRecord | None:
     async def get() -> RunRecord | None:
-        async with SqliteStore(home / "loom.db") as store:
+        async with CheckpointStore(home / "loom.db") as store:
             return await store.get_run(run_id)
 
     return anyio.run(get)

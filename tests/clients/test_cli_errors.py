@@ -10,7 +10,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from orchestrator.sqlite_store import SqliteStore
+from orchestrator.store.checkpoints import CheckpointStore
 from tests.clients.cli_support import make_project, run_loom, write_script
 
 
@@ -138,7 +138,7 @@ def test_database_failure_during_a_run_is_reported_plainly(project: Path, tmp_pa
     home = tmp_path / "home"
 
     async def create_schema() -> None:
-        async with SqliteStore(home / "loom.db"):
+        async with CheckpointStore(home / "loom.db"):
             pass
 
     home.mkdir()

@@ -24,7 +24,7 @@ from mcp.client.context import ClientRequestContext
 from mcp.client.session import ElicitationFnT
 from mcp.client.stdio import stdio_client
 
-from orchestrator.embedded import find_run
+from orchestrator.runtime.embedded import find_run
 from tests.clients.cli_support import loom_command, processes_matching, run_loom, write_script
 from tests.clients.daemon_like import daemon_like, face_of, publish
 from tests.orchestrator.daemon.daemon_process import running_daemon

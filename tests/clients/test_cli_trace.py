@@ -11,10 +11,10 @@ import pytest
 from mcp import Client
 
 from clients.cli.trace import TraceEntry, build_timeline, collect
-from orchestrator.embedded import embedded_runtime
 from orchestrator.events import RunFinished
-from orchestrator.face import build_face
-from orchestrator.host import SessionHost
+from orchestrator.face.server import build_face
+from orchestrator.runtime.embedded import embedded_runtime
+from orchestrator.runtime.host import SessionHost
 from tests.clients.cli_support import run_loom, write_script
 
 TURNS: list[dict[str, Any]] = [

@@ -9,7 +9,7 @@ must export exactly as before, every event the failed run had printed must be st
 and the home must take new runs. For the read-only disk, the same tmpfs is remounted read-only.
 
 The store-level cases (a database opened read-only, SQLITE_FULL simulated with ``max_page_count``)
-are in tests/servers/test_checkpoints.py and tests/orchestrator/test_checkpoint_store.py; these run
+are in tests/servers/test_checkpoints.py and tests/orchestrator/store/test_checkpoint_store.py; these run
 the whole CLI on a real filesystem.
 """
 
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.embedded import DB_NAME
 from orchestrator.events import Event, RunStarted, event_run_id
+from orchestrator.runtime.embedded import DB_NAME
 from tests.clients.cli_support import CliResult, make_project, parse_events, run_loom, write_script
 
 MOUNT_TIMEOUT_S = 10.0

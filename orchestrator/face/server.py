@@ -1,0 +1,357 @@
+"""The orchestrator's MCP face: the tools other agents (and Loom's own clients) drive sessions with.
+
+Every call is bounded (``wait_s`` at most :data:`MAX_WAIT_S`); handles are plain ids that survive
+reconnects and restarts; results are structured and read well on their own, because Claude Code and
+Codex show their model the structured content rather than the text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import anyio
+from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.resolve import Elicit, Resolve
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from orchestrator.events import Event
+from orchestrator.face.context_tools import add_context_tools
+from orchestrator.face.input import CheckedServer, check_directory
+from orchestrator.face.rewind_tools import add_rewind_tools
+from orchestrator.loop.approvals import PendingApproval
+from orchestrator.models import ModelSpecError, default_model_spec, resolve_model
+from orchestrator.runtime.host import HostError, RunView, SessionHost
+from orchestrator.store.interface import SessionRecord
+
+MAX_WAIT_S = 60.0
+"""No call blocks longer than this; call again to keep waiting."""
+
+_READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+
+
+class SessionInfo(BaseModel):
+    """A session: its id is the handle for every other call."""
+
+    session_id: str
+    cwd: str
+    model: str
+    mode: str
+    archived: bool
+    last_seq: int
+    """The newest event's seq; read_events(after_seq=last_seq) waits for what comes next."""
+    state: str = "idle"
+    """``active`` (a run is in progress), ``idle`` or ``archived``."""
+    context_used: int | None = None
+    """Tokens the model's context held after its last call (or compaction); null before the first."""
+    context_window: int | None = None
+    """The model's context window in tokens."""
+    context_ratio: float | None = None
+    """The watermark: context_used / context_window. Past the model's threshold (0.8 by default) the session
+    compacts before its next model call; compact_session does it on request."""
+
+
+class SessionList(BaseModel):
+    """Sessions, newest first."""
+
+    sessions: list[SessionInfo]
+
+
+class RunInfo(BaseModel):
+    """Where a run is. ``final_text`` is the answer once ``status`` is completed."""
+
+    run_id: str
+    session_id: str
+    status: str
+    """queued (behind another run of the session), running, awaiting_approval, needs_review, completed, failed,
+    cancelled or interrupted.
+
+    interrupted and needs_review runs can be continued with resume_run; a running run is needs_review while
+    it waits for a decision about a call that Loom's interruption left unfinished."""
+    reason: str = ""
+    final_text: str = ""
+    pending_approvals: list[str] = Field(default_factory=list)
+    """Ids to pass to decide_approval while the run waits for one."""
+
+
+class EventPage(BaseModel):
+    """Stored events after a cursor; pass ``next_after_seq`` back to continue with no gap or duplicate."""
+
+    session_id: str
+    events: list[dict[str, Any]]
+    next_after_seq: int
+
+
+class ApprovalInfo(BaseModel):
+    """A tool call waiting for (or given) a decision."""
+
+    approval_id: str
+    session_id: str
+    run_id: str
+    tool: str
+    arguments: dict[str, Any]
+    reason: str
+    kind: str = "policy"
+    """``policy`` (approve runs the call) or ``review`` (a resumed run's unfinished call: approve runs it
+    again, deny skips it)."""
+    decision: str | None = None
+    decided_by: str = ""
+
+
+class ApprovalAnswer(BaseModel):
+    """What a person answers when asked through elicitation."""
+
+    decision: Literal["approve_once", "approve_session", "deny"]
+    reason: str = ""
+
+
+class ApprovalList(BaseModel):
+    """Pending approvals, oldest first."""
+
+    approvals: list[ApprovalInfo]
+
+
+def _session(record: SessionRecord, state: str) -> SessionInfo:
+    return SessionInfo(
+        session_id=record.id,
+        cwd=record.cwd,
+        model=record.model,
+        mode=record.mode,
+        archived=record.archived,
+        last_seq=record.last_seq,
+        state=state,
+        context_used=record.context_used,
+        context_window=record.context_window,
+        context_ratio=(
+            round(record.context_used / record.context_window, 4)
+            if record.context_used is not None and record.context_window
+            else None
+        ),
+    )
+
+
+def _approval(p: PendingApproval) -> ApprovalInfo:
+    return ApprovalInfo(
+        approval_id=p.approval_id,
+        session_id=p.session_id,
+        run_id=p.run_id,
+        tool=p.tool,
+        arguments=p.arguments,
+        reason=p.reason,
+        kind=p.kind,
+        decision=p.decision,
+        decided_by=p.decided_by,
+    )
+
+
+def build_face(host: SessionHost) -> MCPServer:
+    """An MCP server over ``host``."""
+    face = CheckedServer(
+        "loom",
+        instructions=(
+            "Drive Loom agent sessions. create_session, then send_message (returns at once; poll get_run "
+            "or read_events with wait_s). Runs in mode 'ask' wait for approvals: list_approvals, decide_approval. "
+            "An interrupted run continues with resume_run. get_session shows how full the model's context is "
+            "(context_ratio); sessions compact themselves past 0.8 of it, and compact_session / switch_model "
+            "manage it on request."
+        ),
+        log_level="WARNING",
+    )
+
+    def session_info(record: SessionRecord) -> SessionInfo:
+        return _session(record, host.session_state(record))
+
+    async def run_info(view: RunView) -> RunInfo:
+        pending = [p.approval_id for p in host.pending(run_id=view.run_id)]
+        return RunInfo(
+            run_id=view.run_id,
+            session_id=view.session_id,
+            status=view.status,
+            reason=view.reason,
+            final_text=view.final_text,
+            pending_approvals=pending,
+        )
+
+    async def wait_for_run(run_id: str, wait_s: float, ctx: Context) -> RunInfo:
+        """Wait up to wait_s for the run to end or to need an approval, reporting progress as events arrive."""
+        view = await host.view(run_id)
+        deadline = anyio.current_time() + wait_s
+        seen = 0
+        while view.status in ("running", "queued") and anyio.current_time() < deadline:
+            with anyio.move_on_after(min(1.0, deadline - anyio.current_time())):
+                await host.wait(run_id, deadline - anyio.current_time())
+            events = await host.runtime.log.store.read_events(view.session_id, run_id=run_id, after_seq=seen)
+            for event in events:
+                seen = event.seq or seen
+                await ctx.report_progress(seen, None, _summary(event))
+            view = await host.view(run_id)
+        return await run_info(view)
+
+    @face.tool()
+    async def create_session(
+        cwd: str, model: str | None = None, mode: str = "ask", headless: bool = False
+    ) -> SessionInfo:
+        """Create an agent session working in directory ``cwd``.
+
+        model: PROVIDER:NAME (anthropic:..., openai:..., scripted:PATH); default as configured.
+        mode: 'ask' (tools that may change things wait for approval), 'accept-edits' (file edits in the
+        workspace run too), 'plan' (read-only) or 'bypass' (everything runs; deny rules still apply).
+        headless: nobody will answer approvals, so calls that would wait for one are denied at once and
+        the model is told why (for scripts and agents that cannot answer).
+        """
+        check_directory(cwd)
+        with _tool_errors():
+            chosen = resolve_model(model or default_model_spec(), base_dir=Path(cwd))
+            session = await host.create_session(Path(cwd), chosen, mode, headless=headless)
+            return session_info(await host.record(session.id))
+
+    @face.tool(annotations=_READ_ONLY)
+    async def list_sessions(include_archived: bool = False) -> SessionList:
+        """Sessions, newest first."""
+        return SessionList(sessions=[session_info(r) for r in await host.list_sessions(include_archived)])
+
+    @face.tool(annotations=_READ_ONLY)
+    async def get_session(session_id: str) -> SessionInfo:
+        """One session's state, including the seq of its newest event."""
+        with _tool_errors():
+            return session_info(await host.record(session_id))
+
+    @face.tool()
+    async def archive_session(session_id: str) -> SessionInfo:
+        """Archive a session: hidden from list_sessions, kept in the store (never deleted)."""
+        with _tool_errors():
+            return session_info(await host.archive(session_id))
+
+    @face.tool()
+    async def send_message(
+        session_id: str,
+        text: str,
+        ctx: Context,
+        wait_s: float = Field(0.0, ge=0, le=MAX_WAIT_S),
+        max_steps: int = Field(50, ge=1, le=1000),
+    ) -> RunInfo:
+        """Start a run answering ``text``; returns at once, or waits up to ``wait_s`` s for its end or an approval."""
+        with _tool_errors():
+            handle = await host.start_run(session_id, text, max_steps)
+            return await wait_for_run(handle.run_id, wait_s, ctx)
+
+    @face.tool()
+    async def resume_run(run_id: str, ctx: Context, wait_s: float = Field(0.0, ge=0, le=MAX_WAIT_S)) -> RunInfo:
+        """Continue an interrupted (or needs_review) run under its own id, without a new message.
+
+        Finished tool calls are reused, never run again; a call that was in progress is run again only if its
+        tool is read-only or idempotent, otherwise the run is needs_review and asks (list_approvals /
+        decide_approval: approve_once runs it again, deny skips it with your reason shown to the model,
+        cancel_run stops). Returns at once, or waits up to ``wait_s`` s like send_message.
+        """
+        with _tool_errors():
+            handle = await host.resume_run(run_id)
+            return await wait_for_run(handle.run_id, wait_s, ctx)
+
+    @face.tool(annotations=_READ_ONLY)
+    async def get_run(run_id: str, ctx: Context, wait_s: float = Field(0.0, ge=0, le=MAX_WAIT_S)) -> RunInfo:
+        """A run's status and, once completed, its final answer; ``wait_s`` waits for the end."""
+        with _tool_errors():
+            return await wait_for_run(run_id, wait_s, ctx)
+
+    @face.tool()
+    async def cancel_run(run_id: str) -> RunInfo:
+        """Cancel a run; it is recorded as cancelled."""
+        with _tool_errors():
+            return await run_info(await host.cancel(run_id))
+
+    @face.tool(annotations=_READ_ONLY)
+    async def read_events(
+        session_id: str,
+        ctx: Context,
+        after_seq: int = Field(0, ge=0),
+        wait_s: float = Field(0.0, ge=0, le=MAX_WAIT_S),
+        limit: int = Field(200, ge=1, le=1000),
+    ) -> EventPage:
+        """Events of a session with seq > ``after_seq``, waiting up to ``wait_s`` for new ones.
+
+        Every client gets the same sequence: replay, then live, with no gap and no duplicate.
+        """
+        with _tool_errors():
+            await host.record(session_id)
+        log = host.runtime.log
+        events = await log.store.read_events(session_id, after_seq=after_seq, limit=limit)
+        deadline = anyio.current_time() + wait_s
+        while not events and anyio.current_time() < deadline:  # other sessions' writes wake us too
+            await log.wait_stored(deadline - anyio.current_time())
+            events = await log.store.read_events(session_id, after_seq=after_seq, limit=limit)
+        last = events[-1].seq if events and events[-1].seq is not None else after_seq
+        return EventPage(session_id=session_id, events=[e.model_dump(mode="json") for e in events], next_after_seq=last)
+
+    @face.tool(annotations=_READ_ONLY)
+    async def list_approvals(session_id: str | None = None) -> ApprovalList:
+        """Tool calls waiting for a decision (all sessions, or one)."""
+        return ApprovalList(approvals=[_approval(p) for p in host.pending(session_id=session_id)])
+
+    @face.tool()
+    async def decide_approval(
+        approval_id: str, decision: str, ctx: Context, reason: str = "", decided_by: str = ""
+    ) -> ApprovalInfo:
+        """Decide a pending approval; the first decision wins.
+
+        decision: 'approve_once', 'approve_session' (this tool for the rest of the session) or 'deny'
+        (the reason is shown to the model).
+        """
+        who = decided_by or _client_name(ctx)
+        with _tool_errors():
+            return _approval(await host.decide(approval_id, decision, reason, who))
+
+    def ask_reviewer(approval_id: str) -> Elicit[ApprovalAnswer]:
+        with _tool_errors():
+            p = host.pending_approval(approval_id)
+        arguments = json.dumps(p.arguments, ensure_ascii=False)[:500]
+        return Elicit(f"Loom asks to run {p.tool} {arguments} ({p.reason}). Decide:", ApprovalAnswer)
+
+    async def review_approval(approval_id: str, ctx: Context, answer: Any) -> ApprovalInfo:
+        """Ask your user about a pending approval through MCP elicitation, then apply their decision.
+
+        Needs a client that supports elicitation; otherwise call decide_approval. Declining or cancelling the
+        question leaves the approval pending.
+        """
+        with _tool_errors():
+            if not isinstance(answer, AcceptedElicitation):
+                return _approval(host.pending_approval(approval_id))
+            return _approval(
+                await host.decide(approval_id, answer.data.decision, answer.data.reason, _client_name(ctx))
+            )
+
+    # The resolver is a closure over ``host``; with postponed annotations a string could not name it, so
+    # the parameter's real annotation is set here, before the SDK reads the signature.
+    review_approval.__annotations__["answer"] = Annotated[ElicitationResult[ApprovalAnswer], Resolve(ask_reviewer)]
+    face.add_tool(review_approval, name="review_approval", description=inspect.getdoc(review_approval))
+    add_rewind_tools(face, host)
+    add_context_tools(face, host)
+    return face
+
+
+@contextlib.contextmanager
+def _tool_errors() -> Iterator[None]:
+    """Turn the host's refusals (unknown id, bad directory, bad policy file) into error results the caller reads."""
+    try:
+        yield
+    except (HostError, ModelSpecError) as exc:
+        raise ToolError(str(exc)) from exc
+
+
+def _client_name(ctx: Context) -> str:
+    params = getattr(ctx.session, "client_params", None)
+    info = getattr(params, "client_info", None)
+    name = getattr(info, "name", None)
+    return f"mcp:{name}" if isinstance(name, str) and name else "mcp-client"
+
+
+def _summary(event: Event) -> str:
+    tool = getattr(event, "tool", None)
+    return f"{event.type} {tool}" if tool else event.type

@@ -1,0 +1,204 @@
+"""Approvals: a tool call that policy says to ask about waits on the event log for a decision.
+
+An approval is a request on the event log (``approval_requested``) that any attached client may
+answer; the first decision wins (``approval_decided``, with who made it) and later ones are told it
+was taken. Waiting holds no timeout: a person may take as long as they need, and the tool's own
+timeout starts only once the call is allowed. ``approve_session`` is remembered for the session.
+
+Policy comes from :mod:`orchestrator.policy`: the session's mode, the tool's MCP annotations and the
+user's and project's rules. A *headless* session has nobody to ask, so what policy would ask about is
+denied at once, with a message that tells the model why and the user how to allow it: a headless run
+never hangs and never silently allows.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+
+from orchestrator.events import ApprovalDecided, ApprovalKind, ApprovalRequested, Event
+from orchestrator.hub.pool import HubTool
+from orchestrator.policy import MODES as POLICY_MODES
+from orchestrator.policy import decide
+from orchestrator.policy.protected import Protected
+from orchestrator.policy.rules import Rule
+from orchestrator.store.eventlog import EventLog
+
+Mode = Literal["ask", "accept-edits", "plan", "bypass"]
+MODES: tuple[Mode, ...] = ("ask", "accept-edits", "plan", "bypass")
+Decision = Literal["approve_once", "approve_session", "deny"]
+Verdict = Literal["allow", "ask", "deny"]
+
+
+class ApprovalError(Exception):
+    """An approval cannot be decided (unknown id, already decided); the message says which."""
+
+
+def verdict(
+    mode: str,
+    tool: HubTool,
+    arguments: Mapping[str, Any] | None = None,
+    rules: Sequence[Rule] = (),
+    cwd: str = ".",
+    protected: Protected | None = None,
+) -> tuple[Verdict, str, bool]:
+    """What policy says about calling ``tool`` with ``arguments`` in ``mode`` under ``rules``, and why.
+
+    A mode the engine does not know is treated as ``ask``. The third value says the call would change Loom's own
+    configuration (``protected``), which "approve for the session" never covers.
+    """
+    policy_mode = mode if mode in POLICY_MODES else "ask"
+    decision = decide(policy_mode, tool.name, tool.annotations, arguments or {}, rules, cwd, protected)
+    # Callers read an empty reason for an allowed call; the engine's reason only matters otherwise.
+    return decision.verdict, "" if decision.verdict == "allow" else decision.reason, decision.protected
+
+
+def headless_denial(tool: str, why: str, *, own_config: bool = False) -> str:
+    """What the model is told when a headless run refuses a call that would need approval."""
+    how = (
+        "change the file yourself, or run with --mode bypass"
+        if own_config  # no allow rule admits such a change, so suggesting one would send the user astray
+        else "allow it with a rule in $LOOM_HOME/policy.toml (or the project's .loom/policy.toml, after `loom trust`) "
+        "or choose another --mode"
+    )
+    return (
+        f"denied by policy: {why}. This run is headless, so nobody can approve the call: do without {tool} "
+        f"or tell the user. (User: {how}; see docs/permissions.md.)"
+    )
+
+
+def approved_for_session(events: Iterable[Event]) -> set[str]:
+    """The tools approved "for the session" in a session's stored events: remembered across restarts."""
+    asked: dict[str, str] = {}
+    approved: set[str] = set()
+    for event in events:
+        if isinstance(event, ApprovalRequested):
+            asked[event.approval_id] = event.tool
+        elif isinstance(event, ApprovalDecided) and event.decision == "approve_session" and event.approval_id in asked:
+            approved.add(asked[event.approval_id])
+    return approved
+
+
+@dataclass
+class PendingApproval:
+    """One approval request and, once decided, its decision."""
+
+    approval_id: str
+    session_id: str
+    run_id: str
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    reason: str
+    kind: ApprovalKind = "policy"
+    """``review`` for a call a resumed run found unfinished: approve re-runs it, deny skips it."""
+    decision: Decision | None = None
+    decision_reason: str = ""
+    decided_by: str = ""
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+
+class Approvals:
+    """The approvals of one session."""
+
+    def __init__(
+        self,
+        session_id: str,
+        log: EventLog,
+        mode: str,
+        *,
+        rules: Sequence[Rule] = (),
+        cwd: str = ".",
+        headless: bool = False,
+        protected: Protected | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.log = log
+        self.mode = mode
+        self.headless = headless
+        """Nobody answers approvals: a call policy would ask about is denied instead."""
+        self.rules = tuple(rules)
+        """User and project policy rules (deny always wins, even over ``approve_session``)."""
+        self.cwd = cwd
+        self.protected = protected
+        """Loom's own configuration, asked about before any change (see :mod:`orchestrator.policy.protected`)."""
+        self.allowed_tools: set[str] = set()
+        """Tools approved for the rest of the session."""
+        self.pending: dict[str, PendingApproval] = {}
+
+    def verdict(self, tool: HubTool, arguments: Mapping[str, Any] | None = None) -> tuple[Verdict, str]:
+        """Policy for this call, remembering ``approve_session`` decisions (which never override a deny)."""
+        decided, why, own_config = verdict(self.mode, tool, arguments, self.rules, self.cwd, self.protected)
+        # "Approve for the session" approved the tool, not every file: a change to Loom's own config asks each time.
+        if decided == "ask" and tool.name in self.allowed_tools and not own_config:
+            return "allow", ""
+        if decided == "ask" and self.headless:
+            return "deny", headless_denial(tool.name, why, own_config=own_config)
+        return decided, why
+
+    async def ask(
+        self,
+        run_id: str,
+        call_id: str,
+        tool: str,
+        arguments: dict[str, Any],
+        reason: str,
+        kind: ApprovalKind = "policy",
+    ) -> tuple[bool, str]:
+        """Record a request and wait, without a timeout, for the first decision.
+
+        Returns:
+            ``(allowed, message)``; the message is what the model is told when it is denied.
+        """
+        approval_id = f"ap_{uuid.uuid4().hex[:12]}"
+        pending = PendingApproval(approval_id, self.session_id, run_id, call_id, tool, arguments, reason, kind)
+        self.pending[approval_id] = pending
+        try:
+            await self.log.append(
+                ApprovalRequested(
+                    session_id=self.session_id,
+                    run_id=run_id,
+                    approval_id=approval_id,
+                    call_id=call_id,
+                    tool=tool,
+                    arguments=arguments,
+                    reason=reason,
+                    kind=kind,
+                )
+            )
+            await pending.done.wait()
+        finally:
+            self.pending.pop(approval_id, None)
+        if pending.decision == "deny":
+            why = f": {pending.decision_reason}" if pending.decision_reason else ""
+            return False, f"denied by {pending.decided_by}{why}"
+        return True, ""
+
+    async def decide(self, approval_id: str, decision: Decision, reason: str, decided_by: str) -> PendingApproval:
+        """Answer a pending approval; the first answer wins.
+
+        Raises:
+            ApprovalError: no such pending approval (unknown, or already decided by someone else).
+        """
+        pending = self.pending.get(approval_id)
+        if pending is None or pending.decision is not None:
+            raise ApprovalError(f"approval {approval_id!r} is not pending (unknown, or already decided)")
+        pending.decision, pending.decision_reason, pending.decided_by = decision, reason, decided_by
+        if decision == "approve_session":
+            self.allowed_tools.add(pending.tool)
+        await self.log.append(
+            ApprovalDecided(
+                session_id=self.session_id,
+                run_id=pending.run_id,
+                approval_id=approval_id,
+                decision=decision,
+                reason=reason,
+                decided_by=decided_by,
+            )
+        )
+        pending.done.set()
+        return pending

@@ -1,0 +1,207 @@
+"""The agent loop: stream the model, run the tools it asks for, feed the results back, repeat.
+
+It causes effects only through ``ctx.steps`` (:mod:`orchestrator.loop.steps`: a model call or a tool call
+is one journalled step) and records its decisions in the :class:`~orchestrator.store.eventlog.EventLog`.
+The history is one list that grows by appending; nothing copies it per step, so a step costs the
+same at step 200 as at step 2. Every effect is recorded before the next model call: the assistant
+message and the calls it starts in one store batch, each result as it arrives.
+
+:mod:`orchestrator.loop.resume` reuses the call-handling steps (:func:`check_calls`, :func:`ask_calls`,
+:func:`run_tools`) to finish an interrupted step, then hands the run back to :func:`run_loop`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.lowlevel
+
+from orchestrator.context.truncation import clip_result
+from orchestrator.events import ApprovalKind, AssistantMessage, Event, RunStatus
+from orchestrator.hub.pool import Hub, ToolOutcome
+from orchestrator.loop.approvals import Approvals
+from orchestrator.loop.steps import EmbeddedSteps, Steps, finished_event, started_event
+from orchestrator.messages import Message, ToolResultBlock, ToolUseBlock
+from orchestrator.models.base import Model, ModelRequest, ModelResponse, ToolSpec
+from orchestrator.store.eventlog import EventLog
+
+if TYPE_CHECKING:
+    from orchestrator.context.compactor import Compactor
+
+
+@dataclass(slots=True)
+class RunContext:
+    """Everything one run needs; the loop mutates ``history`` and ``step``."""
+
+    session_id: str
+    run_id: str
+    model: Model
+    hub: Hub
+    log: EventLog
+    system: str
+    history: list[Message]
+    max_steps: int
+    step: int = 0
+    approvals: Approvals | None = None
+    """The session's approvals; None runs every valid call (no policy)."""
+    steps: Steps = field(default_factory=EmbeddedSteps)
+    """Where model and tool calls happen and are journalled (the seam a durable engine replaces)."""
+    compactor: Compactor | None = None
+    """Counts the context after each model call (a ``context_watermark`` event, from its meter) and compacts the
+    history before a model call that would pass the threshold; None does neither."""
+
+
+@dataclass(frozen=True, slots=True)
+class LoopResult:
+    """How the loop ended."""
+
+    status: RunStatus
+    reason: str
+    final_text: str
+    steps: int
+
+
+async def run_loop(ctx: RunContext) -> LoopResult:
+    """Run until the model stops asking for tools or ``max_steps`` model calls have been made.
+
+    Raises:
+        orchestrator.models.base.ModelError: a model call failed for good (after any retries).
+        orchestrator.store.interface.StoreError: the event log could not be written.
+    """
+    tools: list[ToolSpec] = [t.spec for t in ctx.hub.tools]
+    final_text = ""
+    while ctx.step < ctx.max_steps:
+        # Event-log writes are shielded, so a cancel that lands during one is honoured here.
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        ctx.step += 1
+        if ctx.compactor is not None:
+            await ctx.compactor.before_model_call(
+                ctx.history, system=ctx.system, tools=tools, run_id=ctx.run_id, call_model=_summarizer(ctx)
+            )
+        response, model_ms = await ctx.steps.model(ctx, tools)
+        message = response.message
+        ctx.history.append(message)
+        final_text = message.text or final_text
+        uses = message.tool_uses
+        approved, refused, to_ask = await check_calls(ctx, uses)
+        assistant = AssistantMessage(
+            session_id=ctx.session_id,
+            run_id=ctx.run_id,
+            step=ctx.step,
+            message=message,
+            stop_reason=response.stop_reason,
+            usage=response.usage,
+            duration_ms=model_ms,
+        )
+        refusals = [finished_event(ctx, use, outcome, 0.0) for use, outcome in refused]
+        recorded: list[Event] = [assistant]
+        if ctx.compactor is not None:
+            recorded.append(
+                ctx.compactor.meter.observe(
+                    response.usage,
+                    ctx.system,
+                    ctx.history,
+                    tools,
+                    session_id=ctx.session_id,
+                    run_id=ctx.run_id,
+                    step=ctx.step,
+                )
+            )
+        if not to_ask:  # the hot path: one store batch per step
+            await ctx.log.append(*recorded, *(started_event(ctx, use) for use in approved), *refusals)
+        else:
+            await ctx.log.append(*recorded, *refusals)
+            allowed, denied = await ask_calls(ctx, to_ask)
+            approved = [u for u in uses if u in approved or u in allowed]
+            refused.extend(denied)
+            await ctx.log.append(
+                *(started_event(ctx, use) for use in approved), *(finished_event(ctx, u, o, 0.0) for u, o in denied)
+            )
+        if not uses:
+            await anyio.lowlevel.checkpoint_if_cancelled()
+            return LoopResult("completed", response.stop_reason, final_text, ctx.step)
+        results = await run_tools(ctx, uses, approved, refused)
+        ctx.history.append(Message(role="user", content=list(results)))
+    return LoopResult("failed", f"max_steps: stopped after {ctx.max_steps} model calls", final_text, ctx.step)
+
+
+async def check_calls(
+    ctx: RunContext, uses: list[ToolUseBlock]
+) -> tuple[list[ToolUseBlock], list[tuple[ToolUseBlock, ToolOutcome]], list[tuple[ToolUseBlock, str]]]:
+    """Sort the calls: may run, refused up front (unknown tool, bad arguments, policy), or to ask about."""
+    approved: list[ToolUseBlock] = []
+    refused: list[tuple[ToolUseBlock, ToolOutcome]] = []
+    to_ask: list[tuple[ToolUseBlock, str]] = []
+    for use in uses:
+        problem = await ctx.hub.check(use.name, use.input)
+        tool = ctx.hub.tool(use.name)
+        if problem is not None or tool is None:
+            refused.append((use, problem or ToolOutcome(f"unknown tool {use.name!r}", True, "unknown_tool")))
+            continue
+        verdict, why = ctx.approvals.verdict(tool, use.input) if ctx.approvals is not None else ("allow", "")
+        if verdict == "allow":
+            approved.append(use)
+        elif verdict == "deny":
+            refused.append((use, ToolOutcome(why, True, "denied")))
+        else:
+            to_ask.append((use, why))
+    return approved, refused, to_ask
+
+
+async def ask_calls(
+    ctx: RunContext, to_ask: list[tuple[ToolUseBlock, str]], kind: ApprovalKind = "policy"
+) -> tuple[list[ToolUseBlock], list[tuple[ToolUseBlock, ToolOutcome]]]:
+    """Request every approval at once and wait (without a timeout) for all the decisions."""
+    approvals = ctx.approvals
+    assert approvals is not None
+    allowed: list[ToolUseBlock] = []
+    denied: list[tuple[ToolUseBlock, ToolOutcome]] = []
+
+    async def one(use: ToolUseBlock, reason: str) -> None:
+        ok, message = await approvals.ask(ctx.run_id, use.id, use.name, use.input, reason, kind)
+        if ok:
+            allowed.append(use)
+        else:
+            denied.append((use, ToolOutcome(message, True, "denied")))
+
+    async with anyio.create_task_group() as tg:
+        for use, reason in to_ask:
+            tg.start_soon(one, use, reason)
+    return allowed, denied
+
+
+async def run_tools(
+    ctx: RunContext,
+    uses: list[ToolUseBlock],
+    approved: list[ToolUseBlock],
+    refused: list[tuple[ToolUseBlock, ToolOutcome]],
+) -> list[ToolResultBlock]:
+    """Run the approved calls concurrently; results come back in the order the model asked."""
+    outcomes: dict[str, ToolOutcome] = {use.id: outcome for use, outcome in refused}
+
+    async def one(use: ToolUseBlock) -> None:
+        outcomes[use.id] = await ctx.steps.tool(ctx, use)
+
+    if len(approved) == 1:
+        await one(approved[0])  # the common case needs no task group
+    else:
+        async with anyio.create_task_group() as tg:
+            for use in approved:
+                tg.start_soon(one, use)
+    # The store keeps each output whole; the model gets it cut to size, with a way to fetch the rest.
+    return [
+        ToolResultBlock(
+            tool_use_id=u.id, content=clip_result(outcomes[u.id].content, u.id), is_error=outcomes[u.id].is_error
+        )
+        for u in uses
+    ]
+
+
+def _summarizer(ctx: RunContext) -> Callable[[ModelRequest], Awaitable[ModelResponse]]:
+    async def call(request: ModelRequest) -> ModelResponse:
+        return await ctx.steps.complete(ctx, request)
+
+    return call

@@ -1,0 +1,69 @@
+"""The embedded default: one process, one SQLite file under ``LOOM_HOME``, behind the checkpoints server.
+
+This is the public surface the headless CLI uses; it hides which store backs the runtime.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from orchestrator.events import Event
+from orchestrator.store.checkpoints import CheckpointStore
+from orchestrator.store.interface import RunRecord
+
+# The runtime is imported lazily: `loom --help` must not pay for it. `loom runs`/`export` do pay for
+# the MCP SDK now (~1 s), since reading the store means talking to the checkpoints server.
+if TYPE_CHECKING:
+    from orchestrator.config import LoomConfig, ServerConfig
+    from orchestrator.runtime.runtime import Runtime
+
+DB_NAME = "loom.db"
+
+
+@contextlib.asynccontextmanager
+async def embedded_runtime(
+    home: Path, servers: Sequence[ServerConfig] = (), *, config: LoomConfig | None = None
+) -> AsyncIterator[Runtime]:
+    """A runtime over ``home/loom.db``, with ``config``'s servers, tool timeouts and shell options if given.
+
+    Raises:
+        orchestrator.store.interface.StoreError: the database cannot be opened.
+    """
+    from orchestrator.runtime.runtime import Runtime
+    from orchestrator.store.eventlog import EventLog
+
+    async with CheckpointStore(home / DB_NAME) as store:
+        if config is None:
+            yield Runtime(EventLog(store), home=home, servers=servers)
+        else:
+            yield Runtime(
+                EventLog(store),
+                home=home,
+                servers=config.servers,
+                tool_timeouts=config.tool_timeouts_s,
+                shell=config.shell,
+                profiles=config.profiles,
+                warnings=config.ignored,
+            )
+
+
+async def find_run(home: Path, run_id: str) -> tuple[RunRecord, list[Event]] | None:
+    """A run (by id or unique prefix) and its events, or None."""
+    if not (home / DB_NAME).is_file():
+        return None  # reading must not create an empty database
+    async with CheckpointStore(home / DB_NAME) as store:
+        run = await store.get_run(run_id) or await store.find_run(run_id)
+        if run is None:
+            return None
+        return run, await store.read_events(run.session_id, run_id=run.id)
+
+
+async def recent_runs(home: Path, limit: int) -> list[RunRecord]:
+    """The most recent runs, newest first."""
+    if not (home / DB_NAME).is_file():
+        return []
+    async with CheckpointStore(home / DB_NAME) as store:
+        return await store.list_runs(limit=limit)

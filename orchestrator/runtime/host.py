@@ -1,0 +1,439 @@
+"""The session host: long-lived sessions whose runs go on in the background.
+
+The MCP face (:mod:`orchestrator.face.server`) drives this; nothing here knows about MCP. Each open
+session's tools stay connected until the host closes, in a task the host owns (a hub holds task
+groups, which must be entered and left in one task). Each run is a task with its own cancel scope,
+so a call that starts a run returns at once and another call can cancel it.
+
+Sessions and runs are plain ids that survive restarts: a session not open in this process is
+reopened from the store (history rebuilt from its events), and runs are read from the store. On
+start, runs a crash left ``running`` are marked ``interrupted``; on close, runs still going are
+recorded as ``interrupted`` too. An interrupted run can be resumed under its own id
+(:meth:`SessionHost.resume_run`, see :mod:`orchestrator.loop.resume`); while it waits for a reviewer to
+decide about a call the interruption left unfinished, its status is ``needs_review``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Self, cast
+
+import anyio
+from anyio.abc import TaskGroup
+
+from orchestrator.events import RunQueued, RunStarted, RunStatus, SessionArchived
+from orchestrator.loop.approvals import MODES, ApprovalError, Decision, PendingApproval
+from orchestrator.loop.resume import RESUMABLE, ResumeError, find_resume_point
+from orchestrator.models.base import Model
+from orchestrator.runtime.owner import this_process
+from orchestrator.runtime.runtime import RunResult, Runtime, Session, new_id
+from orchestrator.store.interface import RunRecord, SessionRecord
+from orchestrator.store.rewind import RewindError, RewindResult, rewind
+
+logger = logging.getLogger(__name__)
+
+ModelResolver = Callable[[str, Path], Model]
+"""Builds the model named by a stored spec, for sessions reopened from the store."""
+
+
+def _resolve(spec: str, cwd: Path) -> Model:
+    from orchestrator.models import resolve_model
+
+    return resolve_model(spec, base_dir=cwd)
+
+
+class HostError(Exception):
+    """A request the host cannot serve (unknown id, bad directory); the message says what to do."""
+
+
+@dataclass
+class RunHandle:
+    """A run started in this process."""
+
+    run_id: str
+    session_id: str
+    status: RunStatus = "running"
+    result: RunResult | None = None
+    done: anyio.Event = field(default_factory=anyio.Event)
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    """A run as a client sees it, whether it started in this process or before a restart."""
+
+    run_id: str
+    session_id: str
+    status: str
+    reason: str
+    final_text: str
+
+
+class SessionHost:
+    """Owns sessions and their background runs for the life of one runtime."""
+
+    def __init__(self, runtime: Runtime, resolve_model: ModelResolver | None = None) -> None:
+        self.runtime = runtime
+        self.sessions: dict[str, Session] = {}
+        self.runs: dict[str, RunHandle] = {}
+        self._resolve_model: ModelResolver = resolve_model or _resolve
+        self._exit = contextlib.AsyncExitStack()
+        self._tg: TaskGroup | None = None
+        self._closing = anyio.Event()
+        self._opening = anyio.Lock()
+        self.interrupted: list[str] = []
+        """Runs this host marked ``interrupted`` when it opened (a crash left them running)."""
+
+    async def __aenter__(self) -> Self:
+        self._tg = await self._exit.enter_async_context(anyio.create_task_group())
+        self.interrupted = await self.runtime.mark_interrupted()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        for session in self.sessions.values():
+            session.stopping = "Loom stopped during this run (shutdown); its events up to then are kept"
+        for handle in self.runs.values():
+            handle.scope.cancel()
+        self._closing.set()
+        await self._exit.__aexit__(exc_type, exc, tb)
+
+    # -- sessions ------------------------------------------------------------------------------------
+
+    async def create_session(self, cwd: Path, model: Model, mode: str = "ask", *, headless: bool = False) -> Session:
+        """Open a new session whose tools stay connected until the host closes.
+
+        A ``headless`` session denies what policy would ask about, since nobody will answer.
+
+        Raises:
+            HostError: ``cwd`` is not a directory, or ``mode`` is unknown.
+        """
+        if mode not in MODES:
+            raise HostError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+        path = anyio.Path(cwd)
+        try:
+            if not await path.is_dir():
+                shown = str(cwd) if len(str(cwd)) <= 200 else f"{str(cwd)[:100]}…{str(cwd)[-100:]}"
+                raise HostError(f"{shown} is not a directory; pass an existing working directory")
+            resolved = Path(await path.resolve())
+        except OSError as exc:  # too long, no permission, a loop: the path cannot be used, and the reason says why
+            raise HostError(f"cannot use {str(cwd)[:200]!r} as the working directory: {exc.strerror or exc}") from exc
+        return await self._open(resolved, model, mode, None, headless)
+
+    async def _open(
+        self, cwd: Path, model: Model, mode: str, session_id: str | None, headless: bool = False
+    ) -> Session:
+        assert self._tg is not None, "the host is not open"
+        opened: list[Session] = []
+        failed: list[str] = []
+        ready = anyio.Event()
+        self._tg.start_soon(self._own_session, cwd, model, mode, session_id, headless, opened, failed, ready)
+        await ready.wait()
+        if not opened:
+            raise HostError(f"could not open a session in {cwd}: {failed[0] if failed else 'see the Loom log'}")
+        self.sessions[opened[0].id] = opened[0]
+        return opened[0]
+
+    async def _own_session(
+        self,
+        cwd: Path,
+        model: Model,
+        mode: str,
+        session_id: str | None,
+        headless: bool,
+        opened: list[Session],
+        failed: list[str],
+        ready: anyio.Event,
+    ) -> None:
+        try:
+            async with self.runtime.open_session(
+                cwd, model, mode=mode, session_id=session_id, headless=headless
+            ) as session:
+                opened.append(session)
+                ready.set()
+                await self._closing.wait()
+        except Exception as exc:  # a bad policy file or a store error fails this session, never the host
+            if ready.is_set():
+                raise
+            failed.append(str(exc))
+        finally:
+            ready.set()
+
+    async def session(self, session_id: str) -> Session:
+        """An open session, reopening it from the store if this process has not opened it yet.
+
+        Raises:
+            HostError: no such session, or it is archived, or its directory or model is gone.
+        """
+        if session_id in self.sessions:
+            return self.sessions[session_id]
+        async with self._opening:
+            if session_id in self.sessions:
+                return self.sessions[session_id]
+            record = await self.record(session_id)
+            if record.archived:
+                raise HostError(f"session {session_id!r} is archived; create a new session")
+            if not await anyio.Path(record.cwd).is_dir():
+                raise HostError(f"session {session_id!r} works in {record.cwd}, which no longer exists")
+            try:
+                model = self._resolve_model(record.model, Path(record.cwd))
+            except ValueError as exc:
+                raise HostError(f"cannot reopen session {session_id!r}: {exc}") from exc
+            return await self._open(Path(record.cwd), model, record.mode, session_id)
+
+    async def record(self, session_id: str) -> SessionRecord:
+        """A session's stored record.
+
+        Raises:
+            HostError: no such session.
+        """
+        record = await self.runtime.log.store.get_session(session_id)
+        if record is None:
+            raise HostError(f"no session {session_id!r}; list_sessions shows the existing ones")
+        return record
+
+    def session_state(self, record: SessionRecord) -> str:
+        """``archived``, ``active`` (a run of it is in progress in this process) or ``idle``."""
+        if record.archived:
+            return "archived"
+        busy = any(h.session_id == record.id and not h.done.is_set() for h in self.runs.values())
+        return "active" if busy else "idle"
+
+    async def list_sessions(self, include_archived: bool = False) -> list[SessionRecord]:
+        """Sessions in the store, newest first."""
+        return await self.runtime.log.store.list_sessions(include_archived=include_archived)
+
+    async def archive(self, session_id: str) -> SessionRecord:
+        """Archive a session (hidden from lists, never deleted).
+
+        Raises:
+            HostError: no such session, or a run of it is still going.
+        """
+        record = await self.record(session_id)
+        self.check_idle(session_id)
+        if not record.archived:
+            await self.runtime.log.append(SessionArchived(session_id=session_id))
+        return await self.record(session_id)
+
+    def check_idle(self, session_id: str) -> None:
+        """Refuse (HostError) while a run of the session is in progress in this process."""
+        if any(h.session_id == session_id and not h.done.is_set() for h in self.runs.values()):
+            raise HostError(f"session {session_id!r} has a run in progress; cancel it first")
+
+    async def rewind(self, session_id: str, to_run_id: str) -> RewindResult:
+        """Restore the session's files as they were before ``to_run_id`` and branch its conversation there.
+
+        Raises:
+            HostError: no such session, a run of it is going, or ``to_run_id`` is not one of its runs.
+        """
+        record = await self.record(session_id)
+        self.check_idle(session_id)
+        try:
+            return await rewind(self.runtime.log, record, to_run_id)
+        except RewindError as exc:
+            raise HostError(str(exc)) from exc
+        except OSError as exc:
+            raise HostError(f"rewind stopped: {exc}; files listed before it were restored") from exc
+
+    # -- runs ----------------------------------------------------------------------------------------
+
+    async def start_run(self, session_id: str, text: str, max_steps: int) -> RunHandle:
+        """Start a run in the background and return its handle at once.
+
+        While another run of the session is in progress the new one is ``queued`` (recorded, so a crash
+        loses no message) and starts when those ahead of it end.
+
+        Raises:
+            HostError: the session cannot be used.
+        """
+        session = await self.session(session_id)
+        assert self._tg is not None, "the host is not open"
+        ahead = [h for h in self.runs.values() if h.session_id == session.id and not h.done.is_set()]
+        handle = RunHandle(run_id=new_id("r"), session_id=session.id, status="queued" if ahead else "running")
+        if ahead:
+            queued = RunQueued(
+                session_id=session.id, run_id=handle.run_id, text=text, max_steps=max_steps, owner=this_process()
+            )
+            await self.runtime.log.append(queued)
+        self.runs[handle.run_id] = handle
+        self._tg.start_soon(self._drive, session, handle, text, max_steps, ahead)
+        return handle
+
+    async def _drive(
+        self,
+        session: Session,
+        handle: RunHandle,
+        text: str | None,
+        max_steps: int,
+        ahead: list[RunHandle] | None = None,
+    ) -> None:
+        """Drive a new run answering ``text``, or (``text`` None) resume the interrupted run ``handle.run_id``."""
+        try:
+            with handle.scope:
+                for other in ahead or ():
+                    await other.done.wait()
+                handle.status = "running"
+                if text is None:
+                    handle.result = await session.resume(handle.run_id)
+                else:
+                    handle.result = await session.run(text, max_steps=max_steps, run_id=handle.run_id)
+            if handle.scope.cancelled_caught:
+                handle.status = "interrupted" if session.stopping else "cancelled"
+            elif handle.result is not None:
+                ended = handle.result.status
+                handle.status = (
+                    "completed" if ended == "completed" else "needs_review" if ended == "needs_review" else "failed"
+                )
+        except ResumeError as exc:  # it changed between the check and the start; the store's record stands
+            logger.warning("run %s was not resumed: %s", handle.run_id, exc)
+            if self.runs.get(handle.run_id) is handle:
+                del self.runs[handle.run_id]
+        except Exception as exc:  # a store failure ends this run, never the host
+            handle.status = "failed"
+            handle.result = RunResult(handle.run_id, "failed", f"{type(exc).__name__}: {exc}", "", 0)
+        finally:
+            handle.done.set()
+
+    async def resume_run(self, run_id: str) -> RunHandle:
+        """Resume an ``interrupted`` or ``needs_review`` run under its own id, in the background.
+
+        Raises:
+            HostError: no such run, it is not resumable (still going, finished, or not its session's
+                latest run), or its session cannot be used or has another run in progress.
+        """
+        current = self.runs.get(run_id)
+        if current is not None and not current.done.is_set():
+            raise HostError(f"run {run_id!r} is in progress; only an interrupted run can be resumed")
+        record = await self.runtime.log.store.get_run(run_id)
+        if record is None:
+            raise HostError(f"no run {run_id!r}; read_events or list_sessions show the existing ones")
+        if record.status not in RESUMABLE:
+            raise HostError(f"run {run_id!r} is {record.status}; only an interrupted run can be resumed")
+        session = await self.session(record.session_id)
+        if any(h.session_id == session.id and not h.done.is_set() for h in self.runs.values()):
+            raise HostError(f"session {session.id!r} has a run in progress; wait for it or cancel it first")
+        events = await self.runtime.log.store.read_events(session.id, run_id=run_id)
+        never_started = next((e for e in events if isinstance(e, RunQueued)), None)
+        if any(isinstance(e, RunStarted) for e in events):
+            never_started = None
+        elif never_started is None:
+            raise HostError(f"run {run_id!r} has no start in the store; it cannot be resumed")
+        if never_started is None:
+            try:
+                find_resume_point(await self.runtime.log.store.read_events(session.id), run_id)
+            except ResumeError as exc:
+                raise HostError(str(exc)) from exc
+        assert self._tg is not None, "the host is not open"
+        handle = RunHandle(run_id=run_id, session_id=session.id)
+        self.runs[run_id] = handle
+        if never_started is not None:  # queued when Loom stopped: run the message from the beginning
+            self._tg.start_soon(self._drive, session, handle, never_started.text, never_started.max_steps)
+        else:
+            self._tg.start_soon(self._drive, session, handle, None, 0)
+        return handle
+
+    async def resume_interrupted(self) -> list[str]:
+        """Resume the runs marked interrupted when this host opened (``autoResume``); returns those started.
+
+        A run that cannot be resumed (its session's directory is gone, say) is logged and left as it is.
+        """
+        started: list[str] = []
+        for run_id in self.interrupted:
+            try:
+                await self.resume_run(run_id)
+            except HostError as exc:
+                logger.warning("not resuming run %s: %s", run_id, exc)
+                continue
+            started.append(run_id)
+        return started
+
+    async def view(self, run_id: str) -> RunView:
+        """A run's current state, from this process or the store.
+
+        Raises:
+            HostError: no such run.
+        """
+        handle = self.runs.get(run_id)
+        if handle is not None:
+            status: str = handle.status
+            waiting = self.pending(run_id=run_id) if status == "running" else []
+            if any(p.kind == "review" for p in waiting):
+                status = "needs_review"
+            elif waiting:
+                status = "awaiting_approval"
+            result = handle.result
+            return RunView(
+                run_id, handle.session_id, status, result.reason if result else "", result.final_text if result else ""
+            )
+        record: RunRecord | None = await self.runtime.log.store.get_run(run_id)
+        if record is None:
+            raise HostError(f"no run {run_id!r}; read_events or list_sessions show the existing ones")
+        return RunView(record.id, record.session_id, record.status, record.reason, record.final_text)
+
+    async def wait(self, run_id: str, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for a run of this process to end (returns at once for others)."""
+        handle = self.runs.get(run_id)
+        if handle is None:
+            return
+        with anyio.move_on_after(timeout_s):
+            await handle.done.wait()
+
+    async def cancel(self, run_id: str) -> RunView:
+        """Cancel a run and wait (bounded) until it is recorded.
+
+        Raises:
+            HostError: no such run.
+        """
+        handle = self.runs.get(run_id)
+        if handle is None:
+            return await self.view(run_id)  # finished before this process, nothing to cancel
+        handle.scope.cancel()
+        with anyio.move_on_after(10):
+            await handle.done.wait()
+        return await self.view(run_id)
+
+    # -- approvals -----------------------------------------------------------------------------------
+
+    def pending(self, *, session_id: str | None = None, run_id: str | None = None) -> list[PendingApproval]:
+        """Approvals waiting for a decision, oldest first."""
+        found = [
+            p
+            for s in self.sessions.values()
+            if session_id is None or s.id == session_id
+            for p in s.approvals.pending.values()
+            if p.decision is None and (run_id is None or p.run_id == run_id)
+        ]
+        return found
+
+    def pending_approval(self, approval_id: str) -> PendingApproval:
+        """One pending approval by id.
+
+        Raises:
+            HostError: unknown, or already decided.
+        """
+        for found in self.pending():
+            if found.approval_id == approval_id:
+                return found
+        raise HostError(f"approval {approval_id!r} is not pending (unknown, or already decided)")
+
+    async def decide(self, approval_id: str, decision: str, reason: str, decided_by: str) -> PendingApproval:
+        """Decide a pending approval; the first decision wins.
+
+        Raises:
+            HostError: unknown or already decided approval, or an unknown decision.
+        """
+        if decision not in ("approve_once", "approve_session", "deny"):
+            raise HostError(f"unknown decision {decision!r}; use approve_once, approve_session or deny")
+        pending = self.pending_approval(approval_id)
+        try:
+            return await self.sessions[pending.session_id].approvals.decide(
+                approval_id, cast(Decision, decision), reason, decided_by
+            )
+        except ApprovalError as exc:
+            raise HostError(str(exc)) from exc

@@ -1,0 +1,198 @@
+"""The runtime: it creates sessions over one event log and connects their tools.
+
+Above it are the faces (the CLI and the MCP face); below it the sessions (:mod:`orchestrator.runtime.session`),
+the agent loop, the hub and the store. A session's hub holds Loom's fs, shell and memory servers and
+its ``loom`` tools, rooted at the session's directory, plus the configured external servers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping, Sequence
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+
+from orchestrator.config import ServerConfig, ShellOptions
+from orchestrator.context.history import rebuild_history
+from orchestrator.context.instructions import project_root
+from orchestrator.events import (
+    Event,
+    Notice,
+    RunFinished,
+    ServerFailed,
+    SessionCreated,
+)
+from orchestrator.hub.pool import Hub
+from orchestrator.loop.approvals import approved_for_session
+from orchestrator.messages import Message
+from orchestrator.models.base import Model
+from orchestrator.models.profiles import ProfileSettings
+from orchestrator.policy.protected import Protected
+from orchestrator.policy.rules import Rule
+from orchestrator.policy.trust import load_trusted_rules
+from orchestrator.runtime.owner import owner_alive
+from orchestrator.runtime.session import DEFAULT_MAX_STEPS, RunResult, Session, new_id
+from orchestrator.runtime.session_tools import build_session_tools
+from orchestrator.store.eventlog import EventLog
+from orchestrator.store.interface import RunRecord
+from orchestrator.store.snapshots import FileSnapshots
+
+__all__ = ["DEFAULT_MAX_STEPS", "RunResult", "Runtime", "Session", "new_id"]
+
+
+def secret_state(home: Path) -> list[Path]:
+    """Files in Loom's home no tool may read, even where a workspace holds the home (Loom run in ``~``).
+
+    The daemon's token lets whoever holds it drive the daemon and answer a run's own approvals; the databases
+    hold every session's history and notes. Config and rules stay readable (writing them asks).
+    """
+    from orchestrator.daemon.auth import TOKEN_FILE
+
+    names = [TOKEN_FILE, *(f"{db}{suffix}" for db in ("loom.db", "memory.db") for suffix in ("", "-wal", "-shm"))]
+    return [home / name for name in names]
+
+
+class Runtime:
+    """Creates sessions over one event log."""
+
+    def __init__(
+        self,
+        log: EventLog,
+        *,
+        home: Path,
+        servers: Sequence[ServerConfig] = (),
+        tool_timeouts: Mapping[str, float] | None = None,
+        shell: ShellOptions | None = None,
+        profiles: Mapping[str, ProfileSettings] | None = None,
+        warnings: Sequence[str] = (),
+    ) -> None:
+        self.log = log
+        self.home = home
+        self.profiles = dict(profiles or {})
+        """The config's ``models``: context windows and compaction thresholds by model pattern."""
+        self.servers = tuple(servers)
+        self.tool_timeouts = dict(tool_timeouts or {})
+        """Per-call limits by namespaced tool or server name (the config's top-level ``toolTimeouts``)."""
+        self.shell = shell or ShellOptions()
+        self.warnings = tuple(warnings)
+        """What the config left out (an untrusted project's servers, say): a warning in every session opened."""
+
+    @contextlib.asynccontextmanager
+    async def open_session(
+        self,
+        cwd: Path,
+        model: Model,
+        *,
+        notice: str = "",
+        mode: str = "bypass",
+        session_id: str | None = None,
+        headless: bool = False,
+        rules: Sequence[Rule] | None = None,
+        warnings: Sequence[str] = (),
+    ) -> AsyncIterator[Session]:
+        """Create a session working in ``cwd`` (or reopen ``session_id`` from the store) and connect its tools.
+
+        ``headless`` sessions have nobody to answer approvals: what policy would ask about is denied.
+        ``rules`` already loaded by the caller spare a second read of the policy files; ``warnings`` are what that
+        load left out (an untrusted project's allow rules), recorded as warnings like the ones found here.
+        The tools are disconnected when the context exits; the session itself stays in the store.
+        """
+        from servers import fs, memory, shell
+
+        if rules is None:
+            # PolicyError (naming the file and rule) before anything is recorded.
+            loaded, left_out = load_trusted_rules(self.home, cwd)
+            rules, warnings = loaded, [*warnings, *left_out]
+        history: list[Message] = []
+        approved: set[str] = set()
+        events: list[Event] = []
+        if session_id is None:
+            session_id = new_id("s")
+            await self.log.append(
+                SessionCreated(session_id=session_id, cwd=str(cwd), model=model.name, mode=mode, headless=headless)
+            )
+        else:
+            events = await self.log.store.read_events(session_id)
+            history = rebuild_history(events)
+            approved = approved_for_session(events)
+        if notice:
+            await self.log.append(Notice(session_id=session_id, text=notice))
+        told = [*self.warnings, *warnings]
+        if told:
+            await self.log.append(*(Notice(session_id=session_id, level="warning", text=text) for text in told))
+
+        async def on_failure(server: str, error: str) -> None:
+            await self.log.append(ServerFailed(session_id=session_id, server=server, error=error))
+
+        snapshots = FileSnapshots(self.log.store, session_id)
+        project = await anyio.to_thread.run_sync(project_root, cwd)
+        protected = Protected.for_session(self.home, cwd, project)
+        internal = {
+            "fs": fs.build_server([cwd], before_change=snapshots.before_change, hidden=secret_state(self.home)),
+            "shell": shell.build_server(
+                cwd,
+                sandbox=self.shell.sandbox,
+                network=self.shell.network,
+                env_pass=self.shell.env,
+                protect=protected.mount_points(),  # read-only in the sandbox, whatever the policy allowed
+                # Not even readable: the daemon's token there would let a command answer its own approvals.
+                hide=[self.home],
+            ),
+            # One memory file for everything; project and session notes are scoped to this project and session.
+            "memory": memory.build_server(self.home / "memory.db", project=str(project), session=session_id),
+            "loom": build_session_tools(self.log.store, session_id, home=self.home, project=project),
+        }
+        hub = Hub(
+            internal, self.servers, log_dir=self.home / "logs", on_failure=on_failure, timeouts=self.tool_timeouts
+        )
+        async with hub:
+            session = Session(
+                session_id,
+                cwd,
+                model,
+                hub,
+                self.log,
+                mode=mode,
+                history=history,
+                rules=rules,
+                headless=headless,
+                home=self.home,
+                protected=protected,
+                profiles=self.profiles,
+            )
+            session.approvals.allowed_tools |= approved
+            session.snapshots = snapshots
+            session.reopened_events = events or None
+            yield session
+
+    async def mark_interrupted(self) -> list[str]:
+        """Record runs the store shows as running, whose process is gone, as ``interrupted`` (after a crash).
+
+        A run killed while it was being resumed counts too: ``run_resumed`` set it running again in the
+        store, under the resuming process.
+
+        Returns:
+            The ids of the runs marked.
+        """
+        marked: list[tuple[RunRecord, str]] = []
+        for run in await self.log.store.list_runs_with_status("running"):
+            if owner_alive(run.owner):
+                continue  # another live process (an embedded `loom mcp`, say) is driving it
+            marked.append((run, "Loom stopped during this run (crash or kill); its events up to then are kept"))
+        for run in await self.log.store.list_runs_with_status("queued"):
+            if not owner_alive(run.owner):
+                marked.append((run, "Loom stopped while this run was queued; nothing of it ran; resume it to run it"))
+        for run, reason in marked:
+            await self.log.append(
+                RunFinished(
+                    session_id=run.session_id,
+                    run_id=run.id,
+                    status="interrupted",
+                    reason=reason,
+                    final_text="",
+                    steps=0,
+                )
+            )
+        return [run.id for run, _ in marked]

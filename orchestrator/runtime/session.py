@@ -1,0 +1,366 @@
+"""A session: one conversation with its history, model and tools, whose runs it serialises.
+
+A run is one user message answered by the agent loop; its final status is recorded even when it is
+cancelled or fails. The session is also where its context is managed between runs: the system
+prompt assembled for each run, compaction on request and model switches (see docs/context.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+
+from orchestrator.context.assembly import base_prompt, build_system_prompt
+from orchestrator.context.compactor import KEEP_SHARE, CompactionReport, Compactor, SwitchError
+from orchestrator.context.history import rebuild_history
+from orchestrator.context.watermark import ContextMeter
+from orchestrator.events import (
+    CompactionFailed,
+    CompactionTrigger,
+    ContextCompacted,
+    Event,
+    ModelRetry,
+    ModelSwitched,
+    Notice,
+    RunFinished,
+    RunStarted,
+    UserMessage,
+)
+from orchestrator.hub.pool import Hub
+from orchestrator.loop.approvals import Approvals
+from orchestrator.loop.loop import LoopResult, RunContext, run_loop
+from orchestrator.loop.resume import RESUMABLE, ResumeError, find_resume_point, resume_loop
+from orchestrator.loop.steps import complete
+from orchestrator.messages import Message
+from orchestrator.models.base import Model, ModelError, ToolSpec
+from orchestrator.models.profiles import ModelProfile, ProfileSettings, profile_for
+from orchestrator.models.retry import RetryingModel, RetryPolicy
+from orchestrator.policy.protected import Protected
+from orchestrator.policy.rules import Rule
+from orchestrator.runtime.owner import owner_alive, this_process
+from orchestrator.store.eventlog import EventLog
+from orchestrator.store.interface import StoreError
+from orchestrator.store.snapshots import FileSnapshots
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_MAX_STEPS = 50
+
+
+def new_id(prefix: str) -> str:
+    """A short random id such as ``r_3f9a1c2b7d4e``."""
+    return f"{prefix}_{uuid.uuid4().hex[:12]}"
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """How a run ended, as a face reports it."""
+
+    run_id: str
+    status: str
+    reason: str
+    final_text: str
+    steps: int
+
+
+class Session:
+    """One conversation: history, model and tools. Runs are serialised."""
+
+    def __init__(
+        self,
+        session_id: str,
+        cwd: Path,
+        model: Model,
+        hub: Hub,
+        log: EventLog,
+        *,
+        mode: str = "bypass",
+        history: list[Message] | None = None,
+        rules: Sequence[Rule] = (),
+        headless: bool = False,
+        home: Path | None = None,
+        profiles: Mapping[str, ProfileSettings] | None = None,
+        protected: Protected | None = None,
+    ) -> None:
+        self.id = session_id
+        self.cwd = cwd
+        self.model = model
+        self.hub = hub
+        self.log = log
+        self.history: list[Message] = history if history is not None else []
+        self.approvals = Approvals(
+            session_id, log, mode, rules=rules, cwd=str(cwd), headless=headless, protected=protected
+        )
+        self.stopping: str | None = None
+        """Set when the runtime is shutting down: a run cancelled then is ``interrupted``, not ``cancelled``."""
+        self._lock = anyio.Lock()
+        self.snapshots: FileSnapshots | None = None
+        """Where the fs server's changes are snapshotted for rewind (set by the runtime)."""
+        self.home = home
+        """Loom's home, for user instruction files and skills; None leaves the prompt at Loom's base."""
+        self.profiles = dict(profiles or {})
+        self.meter = ContextMeter(model.name, self._profile(model))
+        self.compactor = Compactor(session_id, log, self.meter)
+        self.reopened_events: list[Event] | None = None
+        """The events this session was reopened from, kept until its first run or resume (see ``resume``)."""
+        self._told: set[str] = set()
+        """Problems with instruction files or skills already reported in this session (once is enough)."""
+
+    async def run(
+        self,
+        text: str,
+        *,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        retry: RetryPolicy | None = None,
+        run_id: str | None = None,
+    ) -> RunResult:
+        """Answer one user message; returns when the run has a final status.
+
+        Cancellation (Ctrl-C, a client's cancel) is recorded as a ``cancelled`` run and re-raised.
+
+        Raises:
+            orchestrator.store.interface.StoreError: the event log could not be written; the run is lost.
+        """
+        run_id = run_id or new_id("r")
+        self.reopened_events = None  # a run rebuilds its context from the store; the copy is not needed
+        async with self._lock:
+            await self.log.append(
+                RunStarted(
+                    session_id=self.id, run_id=run_id, model=self.model.name, max_steps=max_steps, owner=this_process()
+                ),
+                UserMessage(session_id=self.id, run_id=run_id, text=text),
+            )
+
+            async def body(ctx: RunContext) -> LoopResult:
+                # Each run starts from the store (the latest compaction and what follows it), so the model sees
+                # what any process reopening the session would; within the run the loop appends after each
+                # store write. Inside ``_drive``, so that a cancel landing here still ends the run on record.
+                self.history[:] = rebuild_history(await self.log.store.read_context_events(self.id))
+                return await run_loop(ctx)
+
+            return await self._drive(self._context(run_id, max_steps), retry, body)
+
+    async def resume(self, run_id: str, *, retry: RetryPolicy | None = None, headless: bool | None = None) -> RunResult:
+        """Continue an ``interrupted`` (or ``needs_review``) run of this session under its own id.
+
+        Finished tool calls are reused, unfinished read-only or idempotent ones run again, other
+        unfinished ones are reviewed (see :mod:`orchestrator.loop.resume`). ``headless`` (default: the
+        session's own setting) means nobody can review: such a run ends ``needs_review``.
+
+        Raises:
+            orchestrator.loop.resume.ResumeError: the run cannot be resumed (the message says why).
+            orchestrator.store.interface.StoreError: the event log could not be written.
+        """
+        headless = self.approvals.headless if headless is None else headless
+        async with self._lock:
+            record = await self.log.store.get_run(run_id)
+            if record is None or record.session_id != self.id:
+                raise ResumeError(f"no run {run_id!r} in session {self.id}")
+            point = find_resume_point(await self._events_for_resume(), run_id)
+            if point.resumed_by and point.resumed_by != this_process() and owner_alive(point.resumed_by):
+                raise ResumeError(f"run {run_id} is already being resumed by process {point.resumed_by}")
+            if record.status not in RESUMABLE:
+                if record.status == "running":
+                    raise ResumeError(f"run {run_id} is still running; only an interrupted run can be resumed")
+                raise ResumeError(f"run {run_id} is {record.status}; only an interrupted run can be resumed")
+
+            async def body(ctx: RunContext) -> LoopResult:
+                return await resume_loop(ctx, point, headless=headless)
+
+            return await self._drive(self._context(run_id, point.max_steps), retry, body)
+
+    async def _events_for_resume(self) -> list[Event]:
+        """The session's events: those it was just reopened from if nothing was stored since, else read again.
+
+        Resuming right after a restart is the common case, and a long session's read is most of what a
+        resume costs (figure 10).
+        """
+        events, self.reopened_events = self.reopened_events, None
+        if events:
+            record = await self.log.store.get_session(self.id)
+            if record is not None and record.last_seq == events[-1].seq:
+                return events
+        return await self.log.store.read_events(self.id)
+
+    async def system_prompt(self, run_id: str | None = None) -> str:
+        """The system prompt as of now: instruction files, skills and memory are read afresh each run."""
+        if self.home is None:
+            return base_prompt(self.cwd)
+        prompt = await build_system_prompt(self.cwd, self.home, self.hub)
+        new = [p for p in prompt.problems if p not in self._told]
+        if new:
+            self._told.update(new)
+            await self.log.append(*(Notice(session_id=self.id, run_id=run_id, level="warning", text=p) for p in new))
+        return prompt.text
+
+    def _context(self, run_id: str, max_steps: int) -> RunContext:
+        if self.snapshots is not None:
+            self.snapshots.run_id = run_id  # files changed from now on are snapshotted under this run
+        return RunContext(
+            session_id=self.id,
+            run_id=run_id,
+            model=self.model,
+            hub=self.hub,
+            log=self.log,
+            system="",  # assembled in ``_drive``, where a cancel or a failure is recorded as the run's end
+            history=self.history,
+            max_steps=max_steps,
+            approvals=self.approvals,
+            compactor=self.compactor,
+        )
+
+    def _profile(self, model: Model) -> ModelProfile:
+        return profile_for(model.name, self.profiles, own_window=getattr(model, "context_window", None))
+
+    async def compact(self, *, focus: str = "", preview: bool = False) -> CompactionReport:
+        """Compact the history now (``preview``: only estimate what it would do, without calling the model).
+
+        Waits for a run in progress to end first (the session serialises runs and compactions).
+
+        Raises:
+            orchestrator.store.interface.StoreError: the outcome could not be recorded.
+        """
+        async with self._lock:
+            system = await self.system_prompt()
+            tools = [t.spec for t in self.hub.tools]
+            before = self.meter.used(system, self.history, tools)
+            if preview:
+                found = await self.compactor.preview(system=system, tools=tools)
+                if found is None:
+                    return CompactionReport.of(None, before)
+                return CompactionReport("preview", before, found.tokens_after, preview=found)
+            event = await self._compact_between_runs(system, tools, "manual", focus=focus)
+            return CompactionReport.of(event, before)
+
+    async def switch_model(self, model: Model) -> CompactionReport | None:
+        """Use ``model`` from the next run on, compacting first if the history would crowd its window.
+
+        Returns:
+            The compaction that ran first, if one was needed.
+
+        Raises:
+            SwitchError: the history does not fit the new model's window and could not be compacted.
+        """
+        async with self._lock:
+            profile = self._profile(model)
+            system = await self.system_prompt()
+            tools = [t.spec for t in self.hub.tools]
+            used = self.meter.used(system, self.history, tools)
+            report: CompactionReport | None = None
+            if used / profile.context_window >= profile.compact_threshold:
+                # The current model summarises: it is the one whose window still holds the whole history. What
+                # is kept must leave the new, smaller window room to work in.
+                event = await self._compact_between_runs(
+                    system, tools, "model_switch", keep_tokens=int(profile.context_window * KEEP_SHARE)
+                )
+                report = CompactionReport.of(event, used)
+                used = self.meter.used(system, self.history, tools)
+                if used > profile.context_window:
+                    raise SwitchError(
+                        f"the history ({used:,} tokens) does not fit {model.name}'s window "
+                        f"({profile.context_window:,}) and compaction could not shrink it enough "
+                        f"({report.detail}); the session keeps {self.model.name}"
+                    )
+            previous = self.model.name
+            # The gauge every client shows is measured against the new window from now on.
+            gauge = ContextMeter(model.name, profile).event(used, session_id=self.id, run_id=None)
+            await self.log.append(
+                ModelSwitched(session_id=self.id, model=model.name, previous=previous, window=profile.context_window),
+                gauge,
+            )
+            self.model = model
+            self.meter.reset(model.name, profile)
+            return report
+
+    async def _compact_between_runs(
+        self,
+        system: str,
+        tools: Sequence[ToolSpec],
+        trigger: CompactionTrigger,
+        *,
+        focus: str = "",
+        keep_tokens: int | None = None,
+    ) -> ContextCompacted | CompactionFailed | None:
+        """Compact with the session's model (transient errors retried) outside any run; the caller holds the lock."""
+        model = self._retrying(None, None)
+        return await self.compactor.compact(
+            self.history,
+            system=system,
+            tools=tools,
+            run_id=None,
+            trigger=trigger,
+            focus=focus,
+            keep_tokens=keep_tokens,
+            call_model=lambda request: complete(model, request),
+        )
+
+    async def _drive(
+        self, ctx: RunContext, retry: RetryPolicy | None, body: Callable[[RunContext], Awaitable[LoopResult]]
+    ) -> RunResult:
+        """Run ``body`` to a final status and record it, whatever happens (the caller holds the lock)."""
+        ctx.model = self._retrying(ctx, retry)
+        try:
+            ctx.system = await self.system_prompt(ctx.run_id)
+            result = await body(ctx)
+        except anyio.get_cancelled_exc_class():
+            ended = (
+                LoopResult("interrupted", self.stopping, "", ctx.step)
+                if self.stopping
+                else LoopResult("cancelled", "cancelled", "", ctx.step)
+            )
+            with anyio.CancelScope(shield=True):
+                await self._finish(ctx, ended)
+            raise
+        except ModelError as exc:
+            result = LoopResult("failed", f"model error: {exc}", "", ctx.step)
+        except StoreError as exc:
+            # The store refused a write (a full disk, say); the run must not stay "running" in the store for ever.
+            # Recording its end may fail the same way, and then the original error is what the caller hears.
+            result = LoopResult("failed", f"store error: {exc}", "", ctx.step)
+            try:
+                await self._finish(ctx, result)
+            except StoreError:
+                raise exc from None
+            raise
+        except Exception as exc:
+            logger.exception("run %s failed", ctx.run_id)
+            result = LoopResult("failed", f"internal error: {type(exc).__name__}: {exc}", "", ctx.step)
+        await self._finish(ctx, result)
+        return RunResult(ctx.run_id, result.status, result.reason, result.final_text, result.steps)
+
+    def _retrying(self, ctx: RunContext | None, policy: RetryPolicy | None) -> Model:
+        async def on_retry(attempt: int, delay_s: float, error: ModelError) -> None:
+            await self.log.append(
+                ModelRetry(
+                    session_id=self.id,
+                    run_id=ctx.run_id if ctx is not None else "",
+                    step=ctx.step if ctx is not None else 0,
+                    attempt=attempt,
+                    delay_s=round(delay_s, 3),
+                    error=str(error),
+                )
+            )
+
+        return RetryingModel(self.model, policy or RetryPolicy(), on_retry=on_retry)
+
+    async def _finish(self, ctx: RunContext, result: LoopResult) -> None:
+        await self.log.append(
+            RunFinished(
+                session_id=self.id,
+                run_id=ctx.run_id,
+                status=result.status,
+                reason=result.reason,
+                final_text=result.final_text,
+                steps=result.steps,
+            )
+        )
+        if result.status in ("cancelled", "needs_review"):
+            # Stopped mid-step, the history may hold tool calls without results, which no model accepts:
+            # take it from the store, as a reopened session would.
+            self.history[:] = rebuild_history(await self.log.store.read_events(self.id))
