@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,60 +25,10 @@ import aiosqlite
 import anyio
 
 from servers._database import close_shielded, enable_wal, make_private
+from servers.checkpoints._errors import DatabaseError, describe
+from servers.checkpoints._schema import BASE_SCHEMA, CALL_ID, CALL_INDEX, MIGRATIONS, SCHEMA_VERSION
 
-SCHEMA_VERSION = 5
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS sessions (
-    id TEXT PRIMARY KEY, created REAL NOT NULL, cwd TEXT NOT NULL, model TEXT NOT NULL,
-    mode TEXT NOT NULL DEFAULT 'bypass', archived INTEGER NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS runs (
-    id TEXT PRIMARY KEY, session_id TEXT NOT NULL, started REAL NOT NULL, finished REAL,
-    status TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '', final_text TEXT NOT NULL DEFAULT '',
-    model TEXT NOT NULL, owner TEXT NOT NULL DEFAULT ''
-);
-CREATE INDEX IF NOT EXISTS runs_by_session ON runs (session_id, started);
-CREATE TABLE IF NOT EXISTS events (
-    session_id TEXT NOT NULL, seq INTEGER NOT NULL, run_id TEXT, type TEXT NOT NULL,
-    ts REAL NOT NULL, body TEXT NOT NULL,
-    PRIMARY KEY (session_id, seq)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS events_by_run ON events (run_id, seq);
-"""
-"""Version 3 of the schema, as the orchestrator's own store created it; migrations take it on from there."""
-
-_CALL_INDEX = "events_by_call"
-_CALL_ID = "json_extract(body, '$.call_id')"
-"""The call id of a stored event; `_CALL_INDEX` indexes it, so the lookup must spell it the same way."""
-
-_MIGRATIONS: dict[int, tuple[str, ...]] = {
-    2: (
-        "ALTER TABLE sessions ADD COLUMN mode TEXT NOT NULL DEFAULT 'bypass'",
-        "ALTER TABLE sessions ADD COLUMN archived INTEGER NOT NULL DEFAULT 0",
-    ),
-    3: ("ALTER TABLE runs ADD COLUMN owner TEXT NOT NULL DEFAULT ''",),
-    4: (
-        # A file's content as it was when a checkpoint was taken, so that a rewind can restore it.
-        # ``existed = 0`` records that the file did not exist (a rewind deletes it). A rowid table,
-        # unlike ``events``: SQLite advises against WITHOUT ROWID for rows as large as file contents.
-        "CREATE TABLE IF NOT EXISTS snapshots ("
-        " session_id TEXT NOT NULL, checkpoint TEXT NOT NULL, path TEXT NOT NULL,"
-        " existed INTEGER NOT NULL, content BLOB, ts REAL NOT NULL,"
-        " PRIMARY KEY (session_id, checkpoint, path))",
-    ),
-    5: (
-        # The window of the model a switch chose (NULL until a switch): a listed session's gauge is measured
-        # against it even before the new model's first watermark.
-        "ALTER TABLE sessions ADD COLUMN context_window INTEGER",
-        # Finds one tool result by its call id (see `Database.find_tool_result`) without parsing every
-        # result the session holds: 75 ms for 10,000 results of 2 KB without it, under 1 ms with it. Partial,
-        # so that only tool results pay for it when written (about one JSON parse of the body each).
-        f"CREATE INDEX IF NOT EXISTS {_CALL_INDEX} ON events (session_id, {_CALL_ID}) WHERE type='tool_call_finished'",
-    ),
-}
-"""Statements that bring a database from the previous schema version to the key's version."""
+__all__ = ["SCHEMA_VERSION", "Database", "DatabaseError", "describe"]
 
 _AUTOCHECKPOINT_PAGES = 20_000
 
@@ -97,43 +46,6 @@ _INDEX_TYPES = frozenset(
         "model_switched",
     }
 )
-
-_ADVICE = {
-    "SQLITE_FULL": "the disk is full; free some space and try again",
-    "SQLITE_READONLY": "the database is read-only; check the permissions of the file and its directory",
-    "SQLITE_BUSY": "another process holds a lock on it; stop that process or try again",
-    "SQLITE_LOCKED": "another connection holds a lock on it; try again",
-    "SQLITE_CORRUPT": "the file is damaged; move it aside (Loom then starts a new one) and report the problem",
-    "SQLITE_NOTADB": "the file is not a Loom database; move it aside or point Loom at another home",
-    "SQLITE_CANTOPEN": "check that its directory exists and is writable",
-    "SQLITE_IOERR": "the disk reported an error; check the disk and free space",
-}
-
-
-class DatabaseError(Exception):
-    """The database could not be opened, read or written; the message says what to do about it."""
-
-
-def describe(action: str, path: Path, exc: BaseException) -> str:
-    """``"{action} the Loom database at {path}: {error}"``, with advice for the common SQLite failures."""
-    message = f"{action} the Loom database at {path}: {exc}"
-    name = getattr(exc, "sqlite_errorname", "") or ""
-    if _on_read_only_filesystem(path):
-        # SQLite reports CANTOPEN here (it cannot create the -shm file), which says nothing useful.
-        return f"{message} (the filesystem holding it is mounted read-only; remount it read-write or set LOOM_HOME)"
-    for prefix, advice in _ADVICE.items():
-        if name.startswith(prefix):
-            return f"{message} ({advice})"
-    return message
-
-
-def _on_read_only_filesystem(path: Path) -> bool:
-    for where in (path, *path.parents):
-        try:
-            return bool(os.statvfs(where).f_flag & os.ST_RDONLY)
-        except OSError:
-            continue  # not there yet: ask its parent
-    return False
 
 
 class Database:
@@ -191,7 +103,7 @@ class Database:
         # migrated databases cannot differ; an existing file keeps its version (OR IGNORE).
         try:
             await db.executescript(
-                f"BEGIN IMMEDIATE; {_SCHEMA} INSERT OR IGNORE INTO meta VALUES ('schema_version', '3'); COMMIT;"
+                f"BEGIN IMMEDIATE; {BASE_SCHEMA} INSERT OR IGNORE INTO meta VALUES ('schema_version', '3'); COMMIT;"
             )
         except BaseException:
             with anyio.CancelScope(shield=True):
@@ -228,7 +140,7 @@ class Database:
             await self._conn.execute("BEGIN IMMEDIATE")
             try:
                 if await self.schema_version() < version:  # another process may have migrated meanwhile
-                    for statement in _MIGRATIONS[version]:
+                    for statement in MIGRATIONS[version]:
                         await self._conn.execute(statement)
                     await self._conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(version),))
                 await self._conn.execute("COMMIT")
@@ -395,8 +307,8 @@ class Database:
         # and matches the order), and then parses every tool result of the session; the index holds ``seq``
         # (it ends every index of this table), so it serves the order as well.
         rows = await self._fetch(
-            f"SELECT body FROM events INDEXED BY {_CALL_INDEX} WHERE session_id=? AND type='tool_call_finished' "
-            f"AND {_CALL_ID}=? ORDER BY seq DESC LIMIT 1",
+            f"SELECT body FROM events INDEXED BY {CALL_INDEX} WHERE session_id=? AND type='tool_call_finished' "
+            f"AND {CALL_ID}=? ORDER BY seq DESC LIMIT 1",
             (session_id, call_id),
         )
         return str(rows[0][0]) if rows else None

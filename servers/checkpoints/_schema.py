@@ -1,0 +1,63 @@
+"""The checkpoint database's schema and the migrations that bring an older file up to it.
+
+A new file is created at the version-3 base below and migrated like an old one, so that new and migrated
+databases cannot differ.
+"""
+
+from __future__ import annotations
+
+__all__ = ["BASE_SCHEMA", "CALL_ID", "CALL_INDEX", "MIGRATIONS", "SCHEMA_VERSION"]
+
+SCHEMA_VERSION = 5
+
+BASE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY, created REAL NOT NULL, cwd TEXT NOT NULL, model TEXT NOT NULL,
+    mode TEXT NOT NULL DEFAULT 'bypass', archived INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY, session_id TEXT NOT NULL, started REAL NOT NULL, finished REAL,
+    status TEXT NOT NULL, reason TEXT NOT NULL DEFAULT '', final_text TEXT NOT NULL DEFAULT '',
+    model TEXT NOT NULL, owner TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS runs_by_session ON runs (session_id, started);
+CREATE TABLE IF NOT EXISTS events (
+    session_id TEXT NOT NULL, seq INTEGER NOT NULL, run_id TEXT, type TEXT NOT NULL,
+    ts REAL NOT NULL, body TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS events_by_run ON events (run_id, seq);
+"""
+"""Version 3 of the schema, as the orchestrator's own store created it; migrations take it on from there."""
+
+CALL_INDEX = "events_by_call"
+CALL_ID = "json_extract(body, '$.call_id')"
+"""The call id of a stored event; `CALL_INDEX` indexes it, so the lookup must spell it the same way."""
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    2: (
+        "ALTER TABLE sessions ADD COLUMN mode TEXT NOT NULL DEFAULT 'bypass'",
+        "ALTER TABLE sessions ADD COLUMN archived INTEGER NOT NULL DEFAULT 0",
+    ),
+    3: ("ALTER TABLE runs ADD COLUMN owner TEXT NOT NULL DEFAULT ''",),
+    4: (
+        # A file's content as it was when a checkpoint was taken, so that a rewind can restore it.
+        # ``existed = 0`` records that the file did not exist (a rewind deletes it). A rowid table,
+        # unlike ``events``: SQLite advises against WITHOUT ROWID for rows as large as file contents.
+        "CREATE TABLE IF NOT EXISTS snapshots ("
+        " session_id TEXT NOT NULL, checkpoint TEXT NOT NULL, path TEXT NOT NULL,"
+        " existed INTEGER NOT NULL, content BLOB, ts REAL NOT NULL,"
+        " PRIMARY KEY (session_id, checkpoint, path))",
+    ),
+    5: (
+        # The window of the model a switch chose (NULL until a switch): a listed session's gauge is measured
+        # against it even before the new model's first watermark.
+        "ALTER TABLE sessions ADD COLUMN context_window INTEGER",
+        # Finds one tool result by its call id (see `Database.find_tool_result`) without parsing every
+        # result the session holds: 75 ms for 10,000 results of 2 KB without it, under 1 ms with it. Partial,
+        # so that only tool results pay for it when written (about one JSON parse of the body each).
+        f"CREATE INDEX IF NOT EXISTS {CALL_INDEX} ON events (session_id, {CALL_ID}) WHERE type='tool_call_finished'",
+    ),
+}
+"""Statements that bring a database from the previous schema version to the key's version."""
