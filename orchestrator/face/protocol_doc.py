@@ -73,8 +73,9 @@ Long-polling: with `wait_s` (at most {MAX_WAIT_S:g} s; no call blocks longer) a 
 new waits for the next stored event and returns as soon as one arrives; if none does, it returns an empty
 page whose `next_after_seq` is the cursor you sent. Loop on it to follow a session.
 
-Streamed text is live only: a `text_delta` event has `seq: null`, is never stored and never moves the
-cursor, and its text comes again, complete, in the stored `assistant_message` of the same run and step.
+Streamed output is live only: a `text_delta` event (like any `*_delta` event) has `seq: null`, is never
+stored and never moves the cursor; what it streamed comes again, complete, in the stored
+`assistant_message` of the same run and step.
 Whatever `read_events` carries beside the stored events for text still streaming is shown by its result
 schema below; treat it as a preview that the stored events supersede.
 
