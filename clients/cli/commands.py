@@ -1,32 +1,30 @@
-"""The CLI commands that need the runtime: ``run``, ``export`` and ``runs``."""
+"""The CLI commands that need the runtime or the store: ``run``, ``export`` and ``runs``.
+
+Only the standard library is imported at module level: ``loom runs`` lists from the database in a few
+tens of milliseconds (:mod:`clients.cli.peek`) and must not pay for the runtime that ``loom run`` loads.
+"""
 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream
-
-from clients.cli.errors import first_of
 from clients.cli.exits import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from clients.cli.render import JsonRenderer, TerminalRenderer
-from clients.cli.trust import ask_to_trust
-from orchestrator.config import ConfigError, LoomConfig, load_config, loom_home
-from orchestrator.events import Event
-from orchestrator.models import Model, ModelSpecError, default_model_spec, resolve_model
-from orchestrator.policy.rules import PolicyError, Rule
-from orchestrator.policy.trust import load_trusted_rules
-from orchestrator.store.interface import StoreError
 
 if TYPE_CHECKING:
+    import anyio
+    from anyio.streams.memory import MemoryObjectReceiveStream
+
+    from clients.cli.peek import RunRow
+    from orchestrator.config import LoomConfig
+    from orchestrator.events import Event
+    from orchestrator.models import Model
+    from orchestrator.policy.rules import Rule
     from orchestrator.store.eventlog import EventLog
 
 DEMO_NOTICE = (
@@ -43,6 +41,8 @@ def _fail(message: str, code: int = EXIT_USAGE) -> int:
 
 
 def _quiet_logging() -> None:
+    import logging
+
     # MCPServer.__init__ calls logging.basicConfig; configuring first keeps library INFO logs off the terminal.
     level = os.environ.get("LOOM_LOG_LEVEL", "WARNING").upper()
     logging.basicConfig(level=level, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s")
@@ -50,6 +50,19 @@ def _quiet_logging() -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``loom run GOAL``: one headless session in the current directory."""
+    import anyio
+
+    from clients.cli.errors import cli_message, first_of
+    from clients.cli.render import JsonRenderer, TerminalRenderer
+    from clients.cli.trust import ask_to_trust
+    from orchestrator.config import ConfigError, load_config, loom_home
+    from orchestrator.daemon.discovery import read_discovery
+    from orchestrator.models import ModelSpecError, default_model_spec, resolve_model
+    from orchestrator.models.credentials import missing_credentials
+    from orchestrator.policy.rules import PolicyError
+    from orchestrator.policy.trust import load_trusted_rules
+    from orchestrator.store.interface import StoreError
+
     _quiet_logging()
     cwd = Path(args.cwd).expanduser() if args.cwd else Path.cwd()
     if not cwd.is_dir():
@@ -68,13 +81,17 @@ def run(args: argparse.Namespace) -> int:
         model = resolve_model(spec, base_dir=cwd)
     except (ConfigError, ModelSpecError, PolicyError) as exc:
         return _fail(str(exc))
+    on_daemon = read_discovery(home) is not None
+    # Without a daemon this process makes the model calls, so its environment decides: a missing key is a
+    # usage error, reported before a run is recorded. A daemon's environment is its own; it reports there.
+    problem = None if on_daemon else missing_credentials(model)
+    if problem is not None:
+        return _fail(f"{problem}; or choose another model with --model")
     notice = DEMO_NOTICE if spec == "scripted:demo" else ""
     if args.mode == "bypass":
         sys.stderr.write("loom: mode bypass: every tool call runs without asking (deny rules still apply)\n")
     renderer: Callable[[Event], None] = JsonRenderer() if args.json else TerminalRenderer()
-    from orchestrator.daemon.discovery import read_discovery
-
-    if read_discovery(home) is not None:  # a daemon runs: the run belongs there, visible to every client
+    if on_daemon:  # a daemon runs: the run belongs there, visible to every client
         from clients.cli.remote import FaceError, run_on_daemon
 
         try:
@@ -83,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
             face_error = first_of(exc, FaceError)
             if face_error is None:
                 raise
-            return _fail(str(face_error), EXIT_FAILED)
+            return _fail(cli_message(str(face_error)), EXIT_FAILED)
     try:
         session = _SessionArgs(cwd, model, args.mode, rules, notice, tuple(rule_notes))
         return anyio.run(_run_session, home, config, session, args.goal, args.max_steps, renderer)
@@ -95,8 +112,7 @@ def run(args: argparse.Namespace) -> int:
         return _fail(str(store_error), EXIT_FAILED)
 
 
-@dataclass(frozen=True, slots=True)
-class _SessionArgs:
+class _SessionArgs(NamedTuple):
     cwd: Path
     model: Model
     mode: str
@@ -139,6 +155,8 @@ async def drive_rendered(log: EventLog, renderer: Callable[[Event], None], drive
 
     Ctrl-C, SIGTERM or a closed stdout cancel it; the status is then ``cancelled``.
     """
+    import anyio
+
     status = "failed"
     async with log.subscribe() as events, anyio.create_task_group() as tg:
         run_scope = anyio.CancelScope()
@@ -181,6 +199,8 @@ def _discard_stdout() -> None:
 
 
 async def _cancel_on_signal(run_scope: anyio.CancelScope, watcher: anyio.CancelScope) -> None:
+    import anyio
+
     with watcher, anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for _ in signals:
             run_scope.cancel()
@@ -188,32 +208,89 @@ async def _cancel_on_signal(run_scope: anyio.CancelScope, watcher: anyio.CancelS
 
 
 def export(run_id: str) -> int:
-    """``loom export RUN``: the run's stored events as JSONL."""
-    from orchestrator.runtime.embedded import find_run
+    """``loom export RUN``: the run's stored events as JSONL (RUN may be a unique prefix of the id)."""
+    from clients.cli import peek
+    from orchestrator.events import EVENT_ADAPTER
+    from orchestrator.home import loom_home
 
+    home = loom_home()
+    events: list[Event] | None
     try:
-        found = anyio.run(find_run, loom_home(), run_id)
-    except StoreError as exc:
-        return _fail(str(exc), EXIT_FAILED)
-    if found is None:
-        return _fail(f"no run {run_id!r} in {loom_home()}; `loom runs` lists them")
-    for event in found[1]:
-        sys.stdout.write(event.model_dump_json() + "\n")
-    return EXIT_OK
+        found = peek.find_run(home, run_id)
+        bodies = peek.session_events(home, found.session_id, found.id) if found is not None else None
+        events = [EVENT_ADAPTER.validate_json(body) for body in bodies] if bodies is not None else None
+    except peek.Unreadable:  # not a file the peek reads: ask the checkpoints server
+        import anyio
+
+        from orchestrator.runtime.embedded import find_run
+        from orchestrator.store.interface import StoreError
+
+        try:
+            stored = anyio.run(find_run, home, run_id)
+        except StoreError as exc:
+            return _fail(str(exc), EXIT_FAILED)
+        events = stored[1] if stored is not None else None
+    if events is None:
+        return _fail(f"no run {run_id!r} in {home}; `loom runs` lists them")
+    return write_out("".join(event.model_dump_json() + "\n" for event in events))
 
 
 def list_runs(limit: int) -> int:
-    """``loom runs``: recent runs, newest first."""
+    """``loom runs``: recent runs, newest first, under a header line."""
+    from clients.cli import peek
+    from orchestrator.home import loom_home
+
+    home = loom_home()
+    try:
+        runs = peek.recent_runs(home, limit)
+    except peek.Unreadable:  # not a file the peek reads: ask the checkpoints server (it migrates, or says why not)
+        import anyio
+
+        from orchestrator.runtime.embedded import recent_runs
+        from orchestrator.store.interface import StoreError
+
+        try:
+            records = anyio.run(recent_runs, home, limit)
+        except StoreError as exc:
+            return _fail(str(exc), EXIT_FAILED)
+        runs = [
+            peek.RunRow(r.id, r.session_id, r.started, r.finished, r.status, r.reason, r.model, r.owner)
+            for r in records
+        ]
+    if not runs:
+        sys.stderr.write(f"loom: no runs yet in {home}\n")
+        return EXIT_OK
+    return write_out(runs_table(runs))
+
+
+_REASON_WIDTH = 80
+
+
+def runs_table(runs: Sequence[RunRow]) -> str:
+    """The ``loom runs`` listing: a header line, then one aligned line per run.
+
+    A reason longer than the column is cut with a visible ``…``; ``loom trace RUN`` shows it whole.
+    """
     import time
 
-    from orchestrator.runtime.embedded import recent_runs
-
-    try:
-        runs = anyio.run(recent_runs, loom_home(), limit)
-    except StoreError as exc:
-        return _fail(str(exc), EXIT_FAILED)
+    rows = [("RUN", "STARTED", "STATUS", "MODEL", "REASON")]
     for r in runs:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started))
-        reason = r.reason if r.status != "completed" else ""
-        sys.stdout.write(f"{r.id}  {when}  {r.status:<10} {r.model:<32} {reason[:60]}\n")
+        status = r.shown_status
+        reason = " ".join(r.shown_reason.split()) if status != "completed" else ""
+        if len(reason) > _REASON_WIDTH:
+            reason = reason[: _REASON_WIDTH - 1] + "…"
+        rows.append((r.id, when, status, r.model, reason))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)] + [0]
+    lines = ("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+    return "".join(line + "\n" for line in lines)
+
+
+def write_out(text: str) -> int:
+    """Write ``text`` to stdout; a reader that stopped early (``loom runs | head -1``) is no error: ``EXIT_OK``."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _discard_stdout()
     return EXIT_OK

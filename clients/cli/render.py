@@ -22,6 +22,7 @@ from orchestrator.events import (
 )
 
 _ARGS_WIDTH = 90
+_ERROR_WIDTH = 200
 
 
 class JsonRenderer:
@@ -113,9 +114,27 @@ def _tool_line(event: ToolCallFinished, arguments: dict[str, object] | None) -> 
     args = f" {format_arguments(arguments)}" if arguments else ""
     line = f"  {mark} {event.tool}{args} ({event.duration_ms:.0f} ms)"
     if event.is_error:
-        first = event.content.strip().splitlines()[0] if event.content.strip() else "error"
-        line += f" → {first[:200]}"
+        line += f" → {error_text(event)}"
     return line
+
+
+def error_text(event: ToolCallFinished) -> str:
+    """What a failed call's line shows of its result.
+
+    A policy denial is shown whole: its last sentence says how to allow the call, which is what the
+    user needs. Any other error shows its first line, up to ``_ERROR_WIDTH`` characters; whatever is
+    left out is marked with ``…`` (``loom export RUN`` has the whole result).
+    """
+    text = event.content.strip()
+    if not text:
+        return "error"
+    if event.failure == "denied":
+        return " ".join(text.split())
+    lines = text.splitlines()
+    first = lines[0].rstrip()
+    if len(first) > _ERROR_WIDTH:
+        return first[: _ERROR_WIDTH - 1] + "…"
+    return f"{first} …" if len(lines) > 1 else first
 
 
 def _finish_line(event: RunFinished) -> str:

@@ -1,8 +1,9 @@
 """``loom trace RUN``: a run's timeline (model calls, tool calls with durations, approvals, errors).
 
-The timeline is derived from the run's stored events, read through the face like every other CLI
-command, so it works the same against the daemon and against the store directly. ``--jsonl`` prints
-one JSON object per timeline entry for scripts; ``loom export`` prints the raw events instead.
+The timeline is derived from the run's stored events: through the daemon's face when a daemon runs,
+else from the database directly (:mod:`clients.cli.peek`, no MCP SDK to import), which gives the same
+events. ``--jsonl`` prints one JSON object per timeline entry for scripts; ``loom export`` prints the raw
+events instead. A policy denial's reason is shown whole: its last sentence says how to allow the call.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -100,7 +102,7 @@ def build_timeline(events: Sequence[Event], run_id: str) -> list[TraceEntry]:
                 name=e.tool,
                 duration_ms=e.duration_ms,
                 status=e.failure or ("error" if e.is_error else "ok"),
-                detail=_short(e.content, 240) if e.is_error else _arguments(begun),
+                detail=_error_detail(e) if e.is_error else _arguments(begun),
             )
         elif isinstance(e, ApprovalRequested):
             asked[e.approval_id] = e
@@ -162,22 +164,74 @@ async def collect(client: Any, run_id: str) -> tuple[dict[str, Any], list[Event]
         cursor = page["next_after_seq"]
 
 
+def from_store(home: Path, run_id: str) -> tuple[dict[str, Any], list[Event]] | None:
+    """The run (by id or unique prefix) and its session's events, read from the database; None if no such run.
+
+    Raises:
+        clients.cli.peek.Unreadable: not a database the peek reads; ask the face instead.
+    """
+    from clients.cli import peek
+
+    found = peek.find_run(home, run_id)
+    if found is None:
+        return None
+    run = {"run_id": found.id, "session_id": found.session_id, "status": found.shown_status}
+    return run, [EVENT_ADAPTER.validate_json(body) for body in peek.session_events(home, found.session_id)]
+
+
 def trace(run_id: str, jsonl: bool) -> int:
-    """``loom trace RUN [--jsonl]``."""
-    from clients.cli.exits import EXIT_OK
-    from clients.cli.remote import _run, face_client
+    """``loom trace RUN [--jsonl]``: 0, 2 for an unknown run (or a face's refusal), 1 if the store failed."""
+    from clients.cli import peek
+    from clients.cli.commands import write_out
+    from clients.cli.exits import EXIT_USAGE
+    from orchestrator.daemon.discovery import read_discovery
+    from orchestrator.home import loom_home
 
-    async def main() -> int:
+    home = loom_home()
+    found: tuple[dict[str, Any], list[Event]] | int | None
+    try:
+        found = from_store(home, run_id) if read_discovery(home) is None else _through_face(run_id)
+    except peek.Unreadable:  # not a file the peek reads: the face's store migrates it, or says why not
+        found = _through_face(run_id)
+    if found is None:
+        sys.stderr.write(f"loom: error: no run {run_id!r} in {home}; `loom runs` lists them\n")
+        return EXIT_USAGE
+    if isinstance(found, int):  # the face said why
+        return found
+    run, events = found
+    entries = build_timeline(events, run["run_id"])
+    return write_out("".join(x.model_dump_json() + "\n" for x in entries) if jsonl else render_timeline(run, entries))
+
+
+def _through_face(run_id: str) -> tuple[dict[str, Any], list[Event]] | int:
+    """The run and its events from the face (the daemon's, or an in-process one), or the exit code after its error."""
+    import anyio
+
+    from clients.cli.errors import cli_message, first_of
+    from clients.cli.exits import EXIT_FAILED, EXIT_USAGE
+    from clients.cli.remote import FaceError, face_client
+    from orchestrator.store.interface import StoreError
+
+    async def main() -> tuple[dict[str, Any], list[Event]]:
         async with face_client() as client:
-            run, events = await collect(client, run_id)
-        entries = build_timeline(events, run["run_id"])
-        if jsonl:
-            sys.stdout.write("".join(x.model_dump_json() + "\n" for x in entries))
-        else:
-            sys.stdout.write(render_timeline(run, entries))
-        return EXIT_OK
+            return await collect(client, run_id)
 
-    return _run(main)
+    try:
+        return anyio.run(main)
+    except (FaceError, StoreError, BaseExceptionGroup) as exc:
+        face_error, store_error = first_of(exc, FaceError), first_of(exc, StoreError)
+        if face_error is not None:
+            sys.stderr.write(f"loom: error: {cli_message(str(face_error))}\n")
+            return EXIT_USAGE
+        if store_error is not None:
+            sys.stderr.write(f"loom: error: {store_error}\n")
+            return EXIT_FAILED
+        raise
+
+
+def _error_detail(event: ToolCallFinished) -> str:
+    """A failed call's result: a policy denial whole (it ends with how to allow the call), else cut with ``…``."""
+    return " ".join(event.content.split()) if event.failure == "denied" else _short(event.content, 240)
 
 
 def _start_of(event: Event) -> float:

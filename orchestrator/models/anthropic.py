@@ -100,12 +100,22 @@ class AnthropicModel:
             self._setup_error = f"anthropic: credentials: {exc}"
         else:
             if self._client.api_key is None and self._client.auth_token is None and self._client.credentials is None:
-                self._setup_error = "anthropic: no API key; set ANTHROPIC_API_KEY (or pass api_key)"
+                self._setup_error = (
+                    f"anthropic: no API key for {self.name}; set ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)"
+                )
 
     @property
     def name(self) -> str:
         """``anthropic:<model>``."""
         return f"anthropic:{self._model}"
+
+    def credentials_problem(self) -> str | None:
+        """Why no call can succeed for want of credentials (no key, a broken SDK profile), or None.
+
+        The SDK's own credential sources count (``ANTHROPIC_API_KEY``, ``ANTHROPIC_AUTH_TOKEN``, profiles), so
+        a caller can refuse a run before it starts instead of recording one that fails at its first call.
+        """
+        return self._setup_error or None
 
     async def aclose(self) -> None:
         """Release the HTTP client. Optional: no connection outlives a call."""
@@ -148,7 +158,7 @@ class AnthropicModel:
         except anthropic.APIStatusError as exc:
             raise _status_error(exc, client.api_key) from exc
         except (anthropic.APIConnectionError, httpx2.TransportError) as exc:
-            raise _connection_error(exc) from exc
+            raise _connection_error(exc, _messages_url(client)) from exc
         yield assembler.response()
 
 
@@ -292,12 +302,22 @@ def _is_transient_status(status: int) -> bool:
     return status in (408, 409, 429) or status >= 500
 
 
-def _connection_error(exc: Exception) -> ModelError:
+def _messages_url(client: anthropic.AsyncAnthropic) -> str:
+    """The URL a call goes to (as the SDK joins it), without user info or query, for error messages."""
+    base = client.base_url
+    try:
+        url = base.copy_with(raw_path=base.raw_path + b"v1/messages")
+        return str(url.copy_with(username=None, password=None, query=None))
+    except (httpx2.InvalidURL, TypeError, ValueError):
+        return "<unparseable base URL>"
+
+
+def _connection_error(exc: Exception, url: str) -> ModelError:
     # The SDK wraps transport errors raised before the stream starts; the original is the cause.
     cause = exc.__cause__ if isinstance(exc, anthropic.APIConnectionError) and exc.__cause__ else exc
     if isinstance(cause, anthropic.APITimeoutError | httpx2.TimeoutException):
-        return ModelError("anthropic: request timed out", transient=True)
+        return ModelError(f"anthropic: request to {url} timed out", transient=True)
     if isinstance(cause, httpx2.UnsupportedProtocol):
-        return ModelError(f"anthropic: bad base URL: {cause}", transient=False)
+        return ModelError(f"anthropic: bad base URL {url}: {cause}", transient=False)
     detail = str(cause) or type(cause).__name__
-    return ModelError(f"anthropic: connection failed: {detail}", transient=True)
+    return ModelError(f"anthropic: connection to {url} failed: {detail}", transient=True)

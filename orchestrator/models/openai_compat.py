@@ -4,10 +4,18 @@ Plain ``httpx`` against ``POST {base_url}/chat/completions`` with ``stream: true
 server that speaks the format works. Tool-call arguments that are not a JSON object are a permanent
 :class:`ModelError` naming the tool: the reply is unusable, and retrying a deterministic local
 model would only burn calls on the same output.
+
+Keys: an endpoint on this machine or its network (a loopback, private or link-local address, ``localhost``,
+a ``.local`` name or a single-label host such as a container's ``ollama``) may take calls without a key, as
+Ollama, vLLM and llama.cpp do by default. Any other endpoint, the public default above all, needs
+``OPENAI_API_KEY``; without one the call is refused before any request (set the variable to any value for a
+remote server that needs none). Sending such a call would only fail, after a DNS lookup and retries where
+the machine is offline.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import uuid
@@ -28,7 +36,7 @@ from orchestrator.models.base import (
 )
 from orchestrator.models.retry import RetryAfterError, parse_retry_after
 
-__all__ = ["DEFAULT_BASE_URL", "OpenAICompatModel", "to_wire_messages"]
+__all__ = ["DEFAULT_BASE_URL", "OpenAICompatModel", "key_required", "to_wire_messages"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -46,7 +54,8 @@ class OpenAICompatModel:
 
     ``api_key`` and ``base_url`` fall back to ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL`` (default
     ``https://api.openai.com/v1``). Without a key no ``Authorization`` header is sent, as local
-    servers such as Ollama expect.
+    servers such as Ollama expect; an endpoint that is not local refuses to be called without one
+    (:func:`key_required`).
     """
 
     def __init__(
@@ -80,6 +89,20 @@ class OpenAICompatModel:
         """Release the HTTP client. Optional: no connection outlives a call."""
         await self._client.aclose()
 
+    def credentials_problem(self) -> str | None:
+        """Why no call can succeed for want of a key (no key for an endpoint that needs one), or None."""
+        if self._api_key or not key_required(self._base_url):
+            return None
+        if self._base_url == DEFAULT_BASE_URL:
+            return (
+                f"openai: no API key for {self.name} at the public endpoint {DEFAULT_BASE_URL}; set OPENAI_API_KEY, "
+                "or OPENAI_BASE_URL to your server's URL (one on this machine or network, such as Ollama, needs no key)"
+            )
+        return (
+            f"openai: no API key for {self.name} at {_redacted(self._base_url)}; set OPENAI_API_KEY "
+            "(any value, if that server takes calls without one)"
+        )
+
     def _body(self, request: ModelRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self._model,
@@ -110,6 +133,9 @@ class OpenAICompatModel:
                 permanent), transport failures and timeouts (transient), in-stream errors
                 (transient), malformed tool-call arguments (permanent).
         """
+        problem = self.credentials_problem()
+        if problem is not None:
+            raise ModelError(problem, transient=False)
         headers = {"Accept": "text/event-stream"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
@@ -297,6 +323,26 @@ def _error_fields(body: object) -> tuple[str, str]:
             message = error.get("message") or error.get("detail") or json.dumps(error)
             return str(label), str(message)
     return "error", json.dumps(body)
+
+
+def key_required(base_url: str) -> bool:
+    """Whether an endpoint is taken to need an API key: every one not on this machine or its network.
+
+    An unparseable URL needs none here: the call then fails on the URL itself, which says more.
+    """
+    try:
+        host = httpx.URL(base_url).host.lower().rstrip(".")
+    except (httpx.InvalidURL, TypeError, ValueError):
+        return False
+    if not host:
+        return False
+    if host == "localhost" or host.endswith((".localhost", ".local")) or "." not in host and ":" not in host:
+        return False
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return True  # a domain name: somewhere else
+    return not (address.is_loopback or address.is_private or address.is_link_local)
 
 
 def _redacted(url: str) -> str:

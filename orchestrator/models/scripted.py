@@ -205,8 +205,23 @@ def _results_by_id(request: ModelRequest, ids: dict[str, str]) -> dict[str, str]
             continue
         for block in message.content:
             if isinstance(block, ToolResultBlock) and block.tool_use_id in wanted:
-                found[wanted[block.tool_use_id]] = block.content[:_MAX_QUOTE]
+                found[wanted[block.tool_use_id]] = _quote(block.content)
     return found
+
+
+def _quote(result: str) -> str:
+    """A tool result as a script quotes it: whole up to ``_MAX_QUOTE`` characters, else cut at a line end and marked.
+
+    The demo's report quotes file lists this way; a list cut without a mark would read as complete.
+    """
+    if len(result) <= _MAX_QUOTE:
+        return result
+    kept = result[:_MAX_QUOTE]
+    if "\n" in kept:
+        kept = kept[: kept.rindex("\n")]
+    hidden = result[len(kept) :].strip("\n")
+    lines = hidden.count("\n") + 1
+    return f"{kept}\n… ({lines:,} more line{'s' if lines != 1 else ''}, {len(hidden):,} characters, not shown)"
 
 
 def _fill(text: str, results: dict[str, str]) -> str:

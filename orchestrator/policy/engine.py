@@ -25,9 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
-
-from mcp import types as mt
+from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.hub.names import server_of
 from orchestrator.policy.paths import ArgumentPaths, argument_paths, realpath, resolve
@@ -37,6 +35,9 @@ from orchestrator.policy.protected import Protected
 from orchestrator.policy.risky import Finding, findings
 from orchestrator.policy.rules import Rule, matching
 from orchestrator.policy.shellwords import CommandLine, SimpleCommand, parse
+
+if TYPE_CHECKING:  # annotations only: importing the MCP SDK costs ~0.6 s, which rule parsing must not pay
+    from mcp import types as mt
 
 __all__ = ["MODES", "Decision", "Mode", "Verdict", "decide"]
 

@@ -169,6 +169,6 @@ def test_anthropic_without_an_api_key_fails_clearly(tmp_path: Path) -> None:
 
     result = run_loom("run", "--model", "anthropic:claude-test", "hello", cwd=project, home=tmp_path / "home")
 
-    assert result.returncode == 1, result
+    assert result.returncode == 2, result
     assert "ANTHROPIC_API_KEY" in result.stderr, result
     assert "Traceback" not in result.stderr, result

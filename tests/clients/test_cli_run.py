@@ -192,7 +192,8 @@ def test_runs_lists_the_run(demo_json: DemoJsonRun, queries: dict[str, CliResult
     result = queries["runs"]
 
     assert result.returncode == 0, result
-    lines = result.stdout.splitlines()
+    header, *lines = result.stdout.splitlines()
+    assert header.startswith("RUN "), result
     assert len(lines) == 1, result
     assert lines[0].startswith(demo_json.run_id)
     assert "completed" in lines[0]

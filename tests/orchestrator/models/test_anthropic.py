@@ -255,7 +255,7 @@ async def test_invalid_tool_json_is_permanent(fake_anthropic: FakeAnthropic) -> 
 async def test_connection_refused_is_transient() -> None:
     model = AnthropicModel("claude-test", api_key=KEY, base_url=closed_port_url())
 
-    with pytest.raises(ModelError, match="connection failed") as caught:
+    with pytest.raises(ModelError, match="connection to .* failed") as caught:
         await collect(model, request())
 
     assert caught.value.transient
