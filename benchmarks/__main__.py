@@ -166,6 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     figures = [startup.measure(plan.startup_runs, plan.startup_warmup)]
     figures.append(startup.measure_runtime_import(plan.import_runs, warmup=1))
+    figures.append(startup.measure_listing(plan.startup_runs, plan.startup_warmup))
     with tempfile.TemporaryDirectory(prefix="loom-bench-") as tmp:
         figures.extend(anyio.run(_in_process, plan, Path(tmp)))
         (Path(tmp) / "resume").mkdir()

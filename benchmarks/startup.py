@@ -1,16 +1,20 @@
-"""Start-up: ``loom --help`` against ``python -c pass``, both as fresh subprocesses.
+"""Start-up: ``loom --help`` against ``python -c pass``, and a listing (``loom runs``) against ``loom --help``.
 
-The two commands are run alternately so that a burst of load on the machine hits both; the figure is
-the ratio of their medians. ``python -X importtime`` then names the heaviest top-level imports that
-``loom --help`` adds to a bare interpreter start, which is where to look when the ratio is poor.
+The two commands of a figure are run alternately, as fresh subprocesses, so that a burst of load on the
+machine hits both; the figure is the ratio of their medians. ``python -X importtime`` then names the
+heaviest top-level imports of the command measured, which is where to look when the ratio is poor. The
+listing reads a real store (a few runs of a scripted model, recorded first) with no daemon running.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from benchmarks._report import Figure, fmt_time, median, paired_ratio
@@ -28,16 +32,21 @@ def loom_script() -> Path:
     return script
 
 
-def _time_once(argv: list[str]) -> float:
+def _time_once(argv: list[str], env: Mapping[str, str] | None = None) -> float:
     started = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(argv, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - started
 
 
-def _top_level_imports(argv: list[str]) -> dict[str, int]:
+def _top_level_imports(argv: list[str], env: Mapping[str, str] | None = None) -> dict[str, int]:
     """Cumulative import time (µs) of each top-level import the command makes."""
     proc = subprocess.run(
-        [sys.executable, "-X", "importtime", *argv], check=True, capture_output=True, text=True, encoding="utf-8"
+        [sys.executable, "-X", "importtime", *argv],
+        check=True,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=env,
     )
     found: dict[str, int] = {}
     for line in proc.stderr.splitlines():
@@ -90,10 +99,15 @@ RUNTIME_IMPORT = "import orchestrator.runtime.embedded, orchestrator.runtime.run
 """What every ``loom run`` (and, for its server, ``loom server``) loads before it can do anything."""
 
 
-def _self_time_by_package(argv: list[str]) -> dict[str, int]:
+def _self_time_by_package(argv: list[str], env: Mapping[str, str] | None = None) -> dict[str, int]:
     """Import time (µs, self only) summed by top-level package."""
     proc = subprocess.run(
-        [sys.executable, "-X", "importtime", *argv], check=True, capture_output=True, text=True, encoding="utf-8"
+        [sys.executable, "-X", "importtime", *argv],
+        check=True,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=env,
     )
     found: dict[str, int] = {}
     for line in proc.stderr.splitlines():
@@ -129,4 +143,56 @@ def measure_runtime_import(runs: int, warmup: int = 1) -> Figure:
         ratio_range=spread,
         notes=[f"python -c '{RUNTIME_IMPORT}'; import time by package (self, summed): {listed}"],
         data={"python_s": python_s, "runtime_s": runtime_s, "self_us_by_package": dict(packages[:10])},
+    )
+
+
+LISTING_TARGET = 5.0
+"""``loom runs`` may take at most this many times ``loom --help``: it reads the store, nothing more."""
+
+_SEED_SCRIPT = (
+    '{"turns": [{"text": "listing", "tool_calls": [{"name": "fs__list", "arguments": {}}]}, {"text": "done"}]}'
+)
+
+
+def _seeded_home(root: Path, runs: int) -> dict[str, str]:
+    """An environment whose ``LOOM_HOME`` under ``root`` holds ``runs`` finished runs of a scripted model."""
+    script = root / "script.json"
+    script.write_text(_SEED_SCRIPT, encoding="utf-8")
+    env = {**os.environ, "LOOM_HOME": str(root / "home")}
+    for _ in range(runs):
+        argv = [str(loom_script()), "run", "--model", f"scripted:{script}", "list the directory"]
+        subprocess.run(argv, check=True, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return env
+
+
+def measure_listing(runs: int, warmup: int = 3, seeded_runs: int = 3) -> Figure:
+    """Median wall time of ``loom runs`` (a listing, no daemon) over ``loom --help``, alternating, on a real store."""
+    with tempfile.TemporaryDirectory(prefix="loom-bench-listing-") as tmp:
+        env = _seeded_home(Path(tmp), seeded_runs)
+        listing = [str(loom_script()), "runs"]
+        helping = [str(loom_script()), "--help"]
+        for _ in range(warmup):
+            _time_once(helping, env)
+            _time_once(listing, env)
+        help_s: list[float] = []
+        runs_s: list[float] = []
+        for _ in range(runs):
+            help_s.append(_time_once(helping, env))
+            runs_s.append(_time_once(listing, env))
+        imports = _top_level_imports(listing, env)
+        packages = _self_time_by_package(listing, env)
+    base, ours = median(help_s), median(runs_s)
+    _, spread = paired_ratio(runs_s, help_s)
+    heaviest = sorted(imports.items(), key=lambda item: item[1], reverse=True)[:5]
+    listed = ", ".join(f"{name} {us / 1000:.1f} ms" for name, us in heaviest) or "none"
+    sdk = "imports the MCP SDK" if "mcp" in packages else "does not import the MCP SDK"
+    return Figure(
+        key="listing",
+        title="listing: loom runs vs loom --help",
+        measured=f"{fmt_time(ours)} vs loom --help {fmt_time(base)} (median of {runs}, {seeded_runs} runs stored)",
+        ratio=ours / base,
+        target=LISTING_TARGET,
+        ratio_range=spread,
+        notes=[f"loom runs {sdk}; its heaviest top-level imports (cumulative): {listed}"],
+        data={"help_s": help_s, "runs_s": runs_s, "top_level_imports_us": dict(heaviest)},
     )
