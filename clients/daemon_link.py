@@ -44,7 +44,7 @@ CONNECT_TIMEOUT_S = 10.0
 CALL_MARGIN_S = 30.0
 """How much longer than the tool's own ``wait_s`` a forwarded call may take before it is cancelled."""
 _CLIENT_INFO = mt.Implementation(name="loom-mcp", version=_package_version())
-"""How the daemon knows us: approvals decided through ``loom mcp`` are recorded as by ``mcp:loom-mcp``."""
+"""How the daemon knows us; each call names the client driving ``loom mcp`` in its ``_meta`` (see the proxy)."""
 
 
 class DaemonGone(Exception):
@@ -190,11 +190,13 @@ class DaemonLink:
         *,
         input_responses: mt.InputResponses | None = None,
         request_state: str | None = None,
+        meta: mt.RequestParamsMeta | None = None,
     ) -> mt.CallToolResult | mt.InputRequiredResult:
         """Forward one call; the daemon's result unchanged, or an error result if the daemon cannot answer.
 
         An ``InputRequiredResult`` (the daemon asks the caller something) is returned as it is; the
-        answers come back through ``input_responses`` and ``request_state`` on the next call.
+        answers come back through ``input_responses`` and ``request_state`` on the next call. ``meta`` is
+        sent as the request's ``_meta`` (the proxy names its own caller there).
 
         Raises:
             MCPError: the daemon answered with a JSON-RPC error (passed on as it is).
@@ -217,6 +219,7 @@ class DaemonLink:
                     progress_callback=on_progress,
                     input_responses=input_responses,
                     request_state=request_state,
+                    meta=meta,
                     allow_input_required=True,
                 )
         except TimeoutError:

@@ -57,10 +57,11 @@ def run(args: argparse.Namespace) -> int:
     from clients.cli.trust import ask_to_trust
     from orchestrator.config import ConfigError, load_config, loom_home
     from orchestrator.daemon.discovery import read_discovery
-    from orchestrator.models import ModelSpecError, default_model_spec, resolve_model
+    from orchestrator.models import ModelSpecError, choose_model_spec, resolve_model
     from orchestrator.models.credentials import missing_credentials
     from orchestrator.policy.rules import PolicyError
     from orchestrator.policy.trust import load_trusted_rules
+    from orchestrator.runtime.lock import HomeInUse
     from orchestrator.store.interface import StoreError
 
     _quiet_logging()
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         if ask_to_trust(home, cwd, [*config.ignored, *rule_notes]):  # at a terminal only
             config = load_config(home, cwd, extra)
             rules, rule_notes = load_trusted_rules(home, cwd)
-        spec = args.model or os.environ.get("LOOM_MODEL") or config.model or default_model_spec()
+        spec = choose_model_spec(args.model, config.model)  # the face's create_session follows it too
         model = resolve_model(spec, base_dir=cwd)
     except (ConfigError, ModelSpecError, PolicyError) as exc:
         return _fail(str(exc))
@@ -109,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
         store_error = first_of(exc, StoreError)
         if store_error is None:
             raise
-        return _fail(str(store_error), EXIT_FAILED)
+        # Another process runs sessions on the home: a usage error (start `loom serve`, the message says).
+        return _fail(str(store_error), EXIT_USAGE if isinstance(store_error, HomeInUse) else EXIT_FAILED)
 
 
 class _SessionArgs(NamedTuple):

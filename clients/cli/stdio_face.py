@@ -2,7 +2,14 @@
 
 If a daemon (``loom serve``) is running for this ``LOOM_HOME``, attach to it, so that every client
 sees the same sessions: :mod:`clients.mcp_proxy` forwards each tool call to it. Otherwise run an
-embedded runtime in this process and serve the face directly.
+embedded runtime in this process and serve the face directly. One process at a time may run sessions
+on a home (:mod:`orchestrator.runtime.lock`): while another embedded runtime holds it, this one refuses
+and says to start ``loom serve``, which every client then shares.
+
+When Loom cannot run (a bad config, the home in use, a store that will not open, a daemon that refuses
+us), ``loom mcp`` still answers the handshake and lists the face's tools, and every tool call returns the
+reason and what to do, so that the client shows that rather than "Connection closed". It exits (1, or 2
+for a bad config) when the client disconnects.
 
 Nothing but protocol may reach stdout. Logging goes to stderr, configured before any ``MCPServer``
 exists (its constructor would otherwise install its own handler). The SDK's ``stdio_server`` points
@@ -17,6 +24,7 @@ still going are recorded as interrupted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -29,9 +37,13 @@ import anyio
 from clients.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:
+    from mcp import types as mt
     from mcp.server import Server
 
 logger = logging.getLogger("loom.mcp")
+
+DAEMON_START_S = 10.0
+"""How long to wait for a daemon that holds the home but does not listen yet (starting, or stopping)."""
 
 
 def _fail(message: str, code: int) -> int:
@@ -63,7 +75,8 @@ def run_stdio_face(args: argparse.Namespace) -> int:
     """Serve Loom's MCP face over stdio until the client closes stdin (or SIGTERM/SIGINT).
 
     Returns:
-        0 after a clean end; 1 if the daemon refuses us or the store cannot be opened; 2 for bad config.
+        0 after a clean end; 1 if Loom could not run (the daemon refuses us, the home is in use, the store
+        cannot be opened); 2 for a bad config. Either way the client is answered until it disconnects.
     """
     _log_to_stderr()
     from orchestrator.config import loom_home
@@ -106,27 +119,42 @@ def _exit_if_stopped_by_signal(serving: anyio.CancelScope) -> None:
 
 
 async def _attach_or_embed(home: Path, serving: anyio.CancelScope) -> int:
-    from mcp.server.stdio import stdio_server
-
     from clients.daemon_link import DaemonGone, DaemonLink, DaemonRefused
     from clients.mcp_proxy import build_proxy
     from orchestrator.daemon import read_discovery
+    from orchestrator.runtime.lock import HomeInUse
 
-    if read_discovery(home) is not None:
-        async with DaemonLink(home) as link:
-            try:
-                await link.connect()
-            except DaemonRefused as exc:
-                # Running beside a live daemon would split the sessions between two runtimes.
-                return _fail(f"{exc}. Not starting an embedded runtime beside a running daemon.", EXIT_FAILED)
-            except DaemonGone as exc:
-                logger.warning("%s; its discovery file is stale, so running an embedded runtime instead", exc)
-            else:
-                async with stdio_server() as (read, write):
-                    await _run(build_proxy(link), read, write, serving)
-                    _exit_if_stopped_by_signal(serving)
-                return EXIT_OK
-    return await _serve_embedded(home, serving)
+    deadline = anyio.current_time() + DAEMON_START_S
+    while True:
+        if read_discovery(home) is not None:
+            async with DaemonLink(home) as link:
+                try:
+                    await link.connect()
+                except DaemonRefused as exc:
+                    # Running beside a live daemon would split the sessions between two runtimes.
+                    reason = f"{exc}. Not starting an embedded runtime beside a running daemon"
+                    return await _refuse(home, reason, EXIT_FAILED, serving)
+                except DaemonGone as exc:
+                    logger.warning("%s; its discovery file is stale, so running an embedded runtime instead", exc)
+                else:
+                    await _serve_over_stdio(build_proxy(link), serving)
+                    return EXIT_OK
+        try:
+            return await _serve_embedded(home, serving)
+        except HomeInUse as exc:
+            if exc.command == "loom serve" and anyio.current_time() < deadline:
+                # A daemon starting (not listening yet) or stopping: attach to it, or embed once it is gone.
+                await anyio.sleep(0.1)
+                continue
+            return await _refuse(home, str(exc), EXIT_FAILED, serving)
+
+
+async def _serve_over_stdio(server: Server[Any], serving: anyio.CancelScope) -> None:
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write):
+        await _run(server, read, write, serving)
+        _exit_if_stopped_by_signal(serving)
 
 
 async def _run(server: Server[Any], read: Any, write: Any, serving: anyio.CancelScope) -> None:
@@ -135,27 +163,71 @@ async def _run(server: Server[Any], read: Any, write: Any, serving: anyio.Cancel
 
 
 async def _serve_embedded(home: Path, serving: anyio.CancelScope) -> int:
+    """Serve the face over a runtime of our own; an unusable config or store is answered with :func:`_refuse`.
+
+    Raises:
+        orchestrator.runtime.lock.HomeInUse: another process runs sessions on ``home``.
+    """
     from mcp.server.stdio import stdio_server
 
     from orchestrator.config import ConfigError, load_config
     from orchestrator.face.server import build_face
     from orchestrator.runtime.embedded import embedded_runtime
     from orchestrator.runtime.host import SessionHost
+    from orchestrator.runtime.lock import HomeInUse
     from orchestrator.store.interface import StoreError
 
     try:
         config = load_config(home, Path.cwd())
     except ConfigError as exc:
-        return _fail(str(exc), EXIT_USAGE)
-    try:
-        # Store first (a failure is reported before any protocol), then stdio, then the host, so that
-        # the host is closed (runs recorded) before stdio_server exits.
-        async with embedded_runtime(home, config=config) as runtime, stdio_server() as (read, write):
-            async with SessionHost(runtime) as host:
-                # What MCPServer.run_stdio_async does, over streams we own; the low-level server has
-                # no public accessor in SDK 2.3.0 (the SDK's own Client reaches it the same way).
-                await _run(build_face(host)._lowlevel_server, read, write, serving)
-            _exit_if_stopped_by_signal(serving)
-    except StoreError as exc:
-        return _fail(str(exc), EXIT_FAILED)
-    return EXIT_OK
+        reason = (
+            f"its configuration is invalid: {exc}. Fix it, then restart Loom's MCP server (reconnect it in your client)"
+        )
+        return await _refuse(home, reason, EXIT_USAGE, serving)
+    async with contextlib.AsyncExitStack() as opened:
+        try:
+            # Store first (a failure is answered before any protocol), then stdio, then the host, so that
+            # the host is closed (runs recorded) before stdio_server exits.
+            runtime = await opened.enter_async_context(embedded_runtime(home, config=config))
+        except HomeInUse:
+            raise
+        except StoreError as exc:
+            failure = str(exc)
+        else:
+            async with stdio_server() as (read, write):
+                async with SessionHost(runtime) as host:
+                    # What MCPServer.run_stdio_async does, over streams we own; the low-level server has
+                    # no public accessor in SDK 2.3.0 (the SDK's own Client reaches it the same way).
+                    await _run(build_face(host)._lowlevel_server, read, write, serving)
+                _exit_if_stopped_by_signal(serving)
+            return EXIT_OK
+    return await _refuse(home, failure, EXIT_FAILED, serving)
+
+
+async def _refuse(home: Path, reason: str, code: int, serving: anyio.CancelScope) -> int:
+    """Say ``reason`` on stderr, then serve it to the client: the handshake, the face's tools, an error per call.
+
+    A client of a ``loom mcp`` that just exited sees only "Connection closed"; this way its user (or its
+    model) reads why Loom cannot run and what to do, in every tool result, until it disconnects.
+
+    Returns:
+        ``code``, once the client has closed stdin.
+    """
+    from clients.mcp_proxy import build_refusal
+
+    _fail(reason, code)
+    await _serve_over_stdio(build_refusal(reason, await _face_tools(home)), serving)
+    return code
+
+
+async def _face_tools(home: Path) -> list[mt.Tool]:
+    """The face's tools, from a face over a runtime that is never opened (nothing is read, written or locked)."""
+    from orchestrator.face.server import build_face
+    from orchestrator.runtime.embedded import DB_NAME
+    from orchestrator.runtime.host import SessionHost
+    from orchestrator.runtime.runtime import Runtime
+    from orchestrator.store.checkpoints import CheckpointStore
+    from orchestrator.store.eventlog import EventLog
+
+    unopened = Runtime(EventLog(CheckpointStore(home / DB_NAME)), home=home)
+    return await build_face(SessionHost(unopened)).list_tools()

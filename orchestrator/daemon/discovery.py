@@ -151,20 +151,11 @@ class InstanceLock:
         Raises:
             AlreadyRunning: another process holds it.
         """
-        # Not inherited by children (PEP 446): a tool's background process must not keep the lock alive.
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _read_pid(fd)
-            os.close(fd)
+        fd, holder = take_lock(self.path, str(os.getpid()))
+        if fd is None:
             found = read_discovery(self.path.parent)
-            raise AlreadyRunning(found.pid if found else holder, found.url if found else None) from None
-        except BaseException:
-            os.close(fd)
-            raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            pid = int(holder) if holder.isdigit() else None
+            raise AlreadyRunning(found.pid if found else pid, found.url if found else None)
         self._fd = fd
         return self
 
@@ -173,13 +164,47 @@ class InstanceLock:
     ) -> None:
         if self._fd is not None:
             fd, self._fd = self._fd, None
-            with contextlib.suppress(OSError):
-                os.ftruncate(fd, 0)
-            os.close(fd)  # releases the lock
+            release_lock(fd)
 
 
-def _read_pid(fd: int) -> int | None:
+def take_lock(path: Path, holder: str) -> tuple[int | None, str]:
+    """Lock ``path`` exclusively (``flock``, created 0600 if missing) and write ``holder`` into it.
+
+    The file is never removed: unlinking a lock file lets two processes lock two different inodes of
+    the same name. The descriptor is not inherited by children (PEP 446): a tool's background process
+    must not keep the lock alive, and the kernel drops it when this process dies, however it dies.
+
+    Returns:
+        The descriptor holding the lock and ``holder``; or, if another process holds it, None and what
+        that process wrote.
+
+    Raises:
+        OSError: the file cannot be opened (no such directory, a symlink, no permission).
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
-        return int(os.pread(fd, 32, 0).decode("ascii").strip())
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        other = _read_holder(fd)
+        os.close(fd)
+        return None, other
+    except BaseException:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{holder}\n".encode(), 0)
+    return fd, holder
+
+
+def release_lock(fd: int) -> None:
+    """Release a lock :func:`take_lock` took, clearing what it wrote."""
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+    os.close(fd)  # releases the lock
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        return os.pread(fd, 4096, 0).decode("utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return ""

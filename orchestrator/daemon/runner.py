@@ -1,5 +1,9 @@
 """Running the daemon: lock, token, socket, runtime, session host, uvicorn, signals, discovery file.
 
+The daemon's runtime holds the home's writer lock (:mod:`orchestrator.runtime.lock`) like any embedded
+runtime, so ``loom run`` or ``loom mcp`` without the daemon refuse while it runs, and it refuses to start
+while one of them runs sessions on the home.
+
 Everything runs in one anyio event loop: uvicorn's ``Server.serve()`` is awaited next to the
 runtime it serves, so MCP requests and background runs share the loop and the session host.
 
@@ -31,6 +35,7 @@ from orchestrator.config import LoomConfig, ServerConfig
 from orchestrator.daemon.app import MCP_PATH, RequestGate, build_app
 from orchestrator.daemon.auth import ensure_home, ensure_token
 from orchestrator.daemon.discovery import Discovery, InstanceLock, remove_discovery, write_discovery
+from orchestrator.runtime.lock import HomeInUse
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +129,7 @@ async def run_daemon(
     Raises:
         orchestrator.daemon.discovery.AlreadyRunning: another daemon holds ``home``.
         orchestrator.daemon.auth.TokenError: the token file is unsafe or unusable.
-        DaemonError: the port cannot be bound.
+        DaemonError: the port cannot be bound, or another process runs sessions on ``home``.
         orchestrator.store.interface.StoreError: the database cannot be opened.
     """
     ensure_home(home)
@@ -143,6 +148,14 @@ async def run_daemon(
             try:
                 resume = auto_resume if auto_resume is not None else read_auto_resume(home)
                 await _serve(home, servers, sock, token, control, on_ready, resume, config)
+            except HomeInUse as exc:  # an embedded runtime (`loom mcp`, `loom run`) is running sessions on the home
+                failure.append(
+                    DaemonError(
+                        f"{exc.holder} is running sessions on LOOM_HOME={home}, and only one process at a time may; "
+                        "stop it (or let it finish), then start `loom serve` again. Once the daemon runs, `loom run` "
+                        "and `loom mcp` attach to it"
+                    )
+                )
             except Exception as exc:  # raised as itself below, not wrapped in the task group's ExceptionGroup
                 failure.append(exc)
             finally:

@@ -22,14 +22,16 @@ from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
+from orchestrator.daemon.client import DRIVING_CLIENT_META
 from orchestrator.events import Event
 from orchestrator.face.context_tools import add_context_tools
 from orchestrator.face.input import CheckedServer, check_directory
 from orchestrator.face.rewind_tools import add_rewind_tools
 from orchestrator.loop.approvals import PendingApproval
-from orchestrator.models import ModelSpecError, default_model_spec, resolve_model
+from orchestrator.models import ModelSpecError, choose_model_spec, resolve_model
 from orchestrator.runtime.host import HostError, RunView, SessionHost
 from orchestrator.store.interface import SessionRecord
+from servers._version import loom_version
 
 MAX_WAIT_S = 60.0
 """No call blocks longer than this; call again to keep waiting."""
@@ -155,6 +157,7 @@ def build_face(host: SessionHost) -> MCPServer:
     """An MCP server over ``host``."""
     face = CheckedServer(
         "loom",
+        version=loom_version(),
         instructions=(
             "Drive Loom agent sessions. create_session, then send_message (returns at once; poll get_run "
             "or read_events with wait_s). Runs in mode 'ask' wait for approvals: list_approvals, decide_approval. "
@@ -208,7 +211,8 @@ def build_face(host: SessionHost) -> MCPServer:
         """
         check_directory(cwd)
         with _tool_errors():
-            chosen = resolve_model(model or default_model_spec(), base_dir=Path(cwd))
+            # The rule `loom run` follows too: the argument, LOOM_MODEL, the config's model, the default.
+            chosen = resolve_model(choose_model_spec(model, host.runtime.model), base_dir=Path(cwd))
             session = await host.create_session(Path(cwd), chosen, mode, headless=headless)
             return session_info(await host.record(session.id))
 
@@ -346,10 +350,12 @@ def _tool_errors() -> Iterator[None]:
 
 
 def _client_name(ctx: Context) -> str:
+    # Through `loom mcp` attached to the daemon, the client is `loom mcp`; it names the one driving it.
+    relayed = (ctx.request_context.meta or {}).get(DRIVING_CLIENT_META)
     params = getattr(ctx.session, "client_params", None)
     info = getattr(params, "client_info", None)
-    name = getattr(info, "name", None)
-    return f"mcp:{name}" if isinstance(name, str) and name else "mcp-client"
+    name = relayed if isinstance(relayed, str) and relayed else getattr(info, "name", None)
+    return f"mcp:{name[:200]}" if isinstance(name, str) and name else "mcp-client"
 
 
 def _summary(event: Event) -> str:

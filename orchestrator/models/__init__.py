@@ -23,6 +23,7 @@ __all__ = [
     "ModelSpecError",
     "TextDelta",
     "ToolSpec",
+    "choose_model_spec",
     "default_model_spec",
     "resolve_model",
 ]
@@ -41,6 +42,19 @@ def default_model_spec() -> str:
     if os.environ.get("ANTHROPIC_API_KEY"):
         return DEFAULT_ANTHROPIC_MODEL
     return "scripted:demo"
+
+
+def choose_model_spec(requested: str | None = None, configured: str | None = None) -> str:
+    """The one rule for which model a new session uses, wherever it is started (``loom run``, the face).
+
+    Args:
+        requested: what the caller asked for (``--model``, ``create_session``'s ``model``).
+        configured: the config's ``model``.
+
+    Returns:
+        ``requested``, else ``$LOOM_MODEL``, else ``configured``, else :func:`default_model_spec`.
+    """
+    return requested or os.environ.get("LOOM_MODEL") or configured or default_model_spec()
 
 
 def resolve_model(spec: str, *, base_dir: Path | None = None) -> Model:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.events import Event
+from orchestrator.runtime.lock import RuntimeLock
 from orchestrator.store.checkpoints import CheckpointStore
 from orchestrator.store.interface import RunRecord
 
@@ -27,27 +28,33 @@ DB_NAME = "loom.db"
 async def embedded_runtime(
     home: Path, servers: Sequence[ServerConfig] = (), *, config: LoomConfig | None = None
 ) -> AsyncIterator[Runtime]:
-    """A runtime over ``home/loom.db``, with ``config``'s servers, tool timeouts and shell options if given.
+    """A runtime over ``home/loom.db``, with ``config``'s servers, tool timeouts, shell options and model if given.
+
+    The runtime holds ``home``'s writer lock while open (:mod:`orchestrator.runtime.lock`): one process at a
+    time runs sessions on a home. The daemon's runtime is one of these too.
 
     Raises:
+        orchestrator.runtime.lock.HomeInUse: another process has a runtime open on ``home``.
         orchestrator.store.interface.StoreError: the database cannot be opened.
     """
     from orchestrator.runtime.runtime import Runtime
     from orchestrator.store.eventlog import EventLog
 
-    async with CheckpointStore(home / DB_NAME) as store:
-        if config is None:
-            yield Runtime(EventLog(store), home=home, servers=servers)
-        else:
-            yield Runtime(
-                EventLog(store),
-                home=home,
-                servers=config.servers,
-                tool_timeouts=config.tool_timeouts_s,
-                shell=config.shell,
-                profiles=config.profiles,
-                warnings=config.ignored,
-            )
+    with RuntimeLock(home):
+        async with CheckpointStore(home / DB_NAME) as store:
+            if config is None:
+                yield Runtime(EventLog(store), home=home, servers=servers)
+            else:
+                yield Runtime(
+                    EventLog(store),
+                    home=home,
+                    servers=config.servers,
+                    tool_timeouts=config.tool_timeouts_s,
+                    shell=config.shell,
+                    profiles=config.profiles,
+                    warnings=config.ignored,
+                    model=config.model,
+                )
 
 
 async def find_run(home: Path, run_id: str) -> tuple[RunRecord, list[Event]] | None:

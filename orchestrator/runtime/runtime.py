@@ -67,9 +67,12 @@ class Runtime:
         shell: ShellOptions | None = None,
         profiles: Mapping[str, ProfileSettings] | None = None,
         warnings: Sequence[str] = (),
+        model: str | None = None,
     ) -> None:
         self.log = log
         self.home = home
+        self.model = model
+        """The config's ``model``: what a session gets when neither its caller nor ``$LOOM_MODEL`` names one."""
         self.profiles = dict(profiles or {})
         """The config's ``models``: context windows and compaction thresholds by model pattern."""
         self.servers = tuple(servers)

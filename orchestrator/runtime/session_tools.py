@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from orchestrator.context.skills import SkillError, find_skills, load_skill, read_skill_file
 from orchestrator.store.interface import Store
+from servers._version import loom_version
 
 _READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 
@@ -59,6 +60,7 @@ def build_session_tools(store: Store, session_id: str, *, home: Path, project: P
     """
     server = MCPServer(
         "loom",
+        version=loom_version(),
         instructions="Loom's own tools: the full output of a cut tool result, and skill instructions.",
         log_level="WARNING",
     )

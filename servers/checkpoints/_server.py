@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from servers._database import Opened, default_database
 from servers._stdio import serve_stdio
+from servers._version import loom_version
 from servers.checkpoints._db import SCHEMA_VERSION, Database, DatabaseError
 
 __all__ = ["build_server", "main"]
@@ -347,6 +348,7 @@ def build_server(db_path: Path, *, read_only: bool = False) -> MCPServer:
 
     server: MCPServer = MCPServer(
         "checkpoints",
+        version=loom_version(),
         instructions=(
             f"Loom's durable store (SQLite, schema {SCHEMA_VERSION}): an append-only event log numbered per "
             "session, the session and run index derived from it, and file snapshots for rewind. "

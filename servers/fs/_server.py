@@ -12,6 +12,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
 from servers._stdio import serve_stdio
+from servers._version import loom_version
 from servers.fs._files import BeforeChange, FileTools
 from servers.fs._links import HardLinks
 from servers.fs._names import escape
@@ -46,6 +47,7 @@ def build_server(
     listed = ", ".join(escape(str(root)) for root in allowed.all)
     server: MCPServer = MCPServer(
         "fs",
+        version=loom_version(),
         instructions=(
             f"File tools confined to these directories: {listed}. Relative paths resolve against "
             f"{escape(str(allowed.primary))}, and paths in results are relative to it when inside it."

@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 
 from servers._database import Opened, default_database
 from servers._stdio import serve_stdio
+from servers._version import loom_version
 from servers.memory._db import MAX_BODY_BYTES, NAMESPACES, Database, DatabaseError, Note, NoteError, snippet, summary
 
 __all__ = ["build_server", "main"]
@@ -231,6 +232,7 @@ def build_server(db_path: Path, *, project: str = "", session: str = "") -> MCPS
 
     server: MCPServer = MCPServer(
         "memory",
+        version=loom_version(),
         instructions=(
             f"Notes kept on disk across restarts, in the namespaces {', '.join(NAMESPACES)}. "
             "`user` notes are shared by every project and session; `project` notes belong to the current "

@@ -15,6 +15,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from servers._version import loom_version
 from servers.shell._environment import CommandEnvironment
 from servers.shell._process import Completed, StartError, run_in_process_group
 from servers.shell._protect import ProtectedPaths, ProtectMounts
@@ -312,6 +313,7 @@ def build_server(
     description += " Commands get a reduced environment: no API keys, tokens or agent sockets."
     server: MCPServer = MCPServer(
         "shell",
+        version=loom_version(),
         instructions=instructions,
         # MCPServer configures root logging at INFO by default; an embedding process should not inherit that.
         log_level="WARNING",

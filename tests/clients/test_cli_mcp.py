@@ -240,7 +240,8 @@ async def test_two_loom_mcp_processes_attached_to_one_daemon_share_its_sessions(
     assert run["status"] == "awaiting_approval"
     assert [p["approval_id"] for p in pending["approvals"]] == run["pending_approvals"]
     assert len(asked) == 1 and "fs__write" in asked[0]
-    assert (reviewed["decision"], reviewed["decided_by"]) == ("approve_once", "mcp:loom-mcp")
+    # Recorded as decided by the client driving b (the SDK's default clientInfo name), not by `loom mcp`.
+    assert (reviewed["decision"], reviewed["decided_by"]) == ("approve_once", "mcp:mcp")
     assert (done["status"], done["final_text"]) == ("completed", "wrote b.txt")
     assert (work / "b.txt").read_text() == "B"
     assert seen_by_a == seen_by_b and seen_by_a["events"][-1]["type"] == "run_finished"
