@@ -40,8 +40,10 @@ async def embedded_runtime(
     from orchestrator.runtime.runtime import Runtime
     from orchestrator.store.eventlog import EventLog
 
-    with RuntimeLock(home):
-        async with CheckpointStore(home / DB_NAME) as store:
+    # The store first: a home it cannot open (a read-only disk, say) is reported with the database's advice,
+    # not as a lock file that could not be created. Two processes may open the store; only one holds the lock.
+    async with CheckpointStore(home / DB_NAME) as store:
+        with RuntimeLock(home):
             if config is None:
                 yield Runtime(EventLog(store), home=home, servers=servers)
             else:
