@@ -2,8 +2,8 @@
 
 Every observable thing in a session is an :class:`Event`. Events are numbered per session (``seq``)
 by the store when they are appended, and only then published to subscribers. Live-only events
-(:class:`TextDelta`) are never stored and carry ``seq = None``; their text is coalesced into the
-stored :class:`AssistantMessage`.
+(:class:`TextDelta`, :class:`ToolCallDelta`) are never stored and carry ``seq = None``; their text is
+coalesced into the stored :class:`AssistantMessage`.
 """
 
 from __future__ import annotations
@@ -107,6 +107,23 @@ class TextDelta(_EventBase):
     run_id: str
     step: int
     text: str
+
+
+class ToolCallDelta(_EventBase):
+    """A piece of a tool call's arguments (JSON text, incomplete until the call is) as the model streams them.
+
+    Live only: never stored; the whole call is in the stored :class:`AssistantMessage`.
+    """
+
+    type: Literal["tool_call_delta"] = "tool_call_delta"
+    run_id: str
+    step: int
+    index: int
+    """The call's position among the step's tool calls."""
+    call_id: str = ""
+    name: str = ""
+    """The call's id and tool, on the first piece (when the provider streams them there)."""
+    arguments: str
 
 
 class ModelRetry(_EventBase):
@@ -304,6 +321,7 @@ Event = Annotated[
     | UserMessage
     | Notice
     | TextDelta
+    | ToolCallDelta
     | ModelRetry
     | AssistantMessage
     | ToolCallStarted

@@ -22,7 +22,7 @@ from clients.cli.errors import first_of
 from clients.cli.exits import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from clients.cli.render import TerminalRenderer
 from orchestrator.config import loom_home
-from orchestrator.events import EVENT_ADAPTER
+from orchestrator.events import EVENT_ADAPTER, AssistantMessage, Event, RunFinished, TextDelta, ToolCallDelta
 
 FINAL = {"completed", "failed", "cancelled", "interrupted", "needs_review"}
 """Statuses a ``get_run`` poll stops at (a resumed run is ``needs_review`` only while it waits, or at its end)."""
@@ -76,6 +76,113 @@ async def call(client: Client, tool: str, **arguments: Any) -> dict[str, Any]:
     return content
 
 
+class LiveFollower:
+    """Follows one session through ``read_events``: its stored events, with the text in flight as it is written.
+
+    The live text comes as :class:`~orchestrator.events.TextDelta` events made here from the page's ``live``
+    part (and :class:`~orchestrator.events.ToolCallDelta` for streamed tool arguments), so a renderer shows
+    them as it shows an embedded run's. What was shown is remembered per attempt of a step (run, step,
+    ``after_seq``); when the step's ``assistant_message`` arrives, only the part of its text not shown yet is
+    given as one more delta before it: attach or reconnect mid-message, and nothing is doubled or missed.
+
+    Args:
+        session_id: the session to follow.
+        after_seq: the stored events to skip.
+        every_message: give every stored message's unshown text as a delta, even one nothing of which was
+            seen live (``loom run``, so that its output has the embedded run's event types); otherwise only
+            messages seen in part get one, and replayed history keeps its messages alone (``loom attach``).
+    """
+
+    def __init__(self, session_id: str, after_seq: int = 0, *, every_message: bool = False) -> None:
+        self.session_id = session_id
+        self.cursor = after_seq
+        self.live_cursor = ""
+        self._every = every_message
+        self._shown: dict[tuple[str, int], tuple[int, str]] = {}
+        """(run, step) -> (after_seq of the attempt shown, its text shown so far)"""
+        self._arguments: dict[tuple[str, int, int, int], int] = {}
+        """(run, step, after_seq, call index) -> characters of its arguments shown"""
+
+    async def next(self, client: Client, wait_s: float) -> list[Event]:
+        """One ``read_events`` call (a long-poll of up to ``wait_s``): the events to show, in order."""
+        page = await call(
+            client,
+            "read_events",
+            session_id=self.session_id,
+            after_seq=self.cursor,
+            wait_s=wait_s,
+            live_cursor=self.live_cursor,
+        )
+        return self.take(page)
+
+    def take(self, page: dict[str, Any]) -> list[Event]:
+        """The events of one ``read_events`` page, live text included, and the cursors moved past them."""
+        out: list[Event] = []
+        for raw in page["events"]:
+            event = EVENT_ADAPTER.validate_python(raw)
+            if isinstance(event, AssistantMessage):
+                out.extend(self._rest_of(event))
+            elif isinstance(event, RunFinished):
+                self._forget(event.run_id)
+            out.append(event)
+        self.cursor = page["next_after_seq"]
+        live = page.get("live")
+        self.live_cursor = live["cursor"] if live else ""
+        if live:
+            out.extend(self._live(live))
+        return out
+
+    def _rest_of(self, message: AssistantMessage) -> list[Event]:
+        key = (message.run_id, message.step)
+        shown = self._shown.pop(key, None)
+        text, before = message.message.text, shown[1] if shown else ""
+        # A streamed text that is not the start of the stored one (never seen from our providers) stays
+        # as it was shown rather than being shown twice.
+        rest = text[len(before) :] if text.startswith(before) else ""
+        if not rest or (shown is None and not self._every):
+            return []
+        return [TextDelta(session_id=self.session_id, run_id=message.run_id, step=message.step, text=rest)]
+
+    def _live(self, live: dict[str, Any]) -> list[Event]:
+        run_id, step, after_seq = live["run_id"], live["step"], live["after_seq"]
+        shown = self._shown.get((run_id, step))
+        if shown is None or shown[0] != after_seq:
+            shown = (after_seq, "")  # a new attempt streams from nothing; an earlier one stays shown
+        offset, have = live["text_offset"], len(shown[1])
+        if offset > have:  # sent from past what we hold: ask for all of it
+            self.live_cursor = ""
+            return []
+        out: list[Event] = []
+        new = live["text"][have - offset :]
+        if new:
+            out.append(TextDelta(session_id=self.session_id, run_id=run_id, step=step, text=new))
+        self._shown[(run_id, step)] = (after_seq, shown[1] + new)
+        for c in live["tool_calls"]:
+            key = (run_id, step, after_seq, c["index"])
+            done = self._arguments.get(key, 0)
+            piece = c["arguments_so_far"][done:]
+            if piece or key not in self._arguments:
+                self._arguments[key] = done + len(piece)
+                out.append(
+                    ToolCallDelta(
+                        session_id=self.session_id,
+                        run_id=run_id,
+                        step=step,
+                        index=c["index"],
+                        call_id=c["call_id"],
+                        name=c["name"],
+                        arguments=piece,
+                    )
+                )
+        return out
+
+    def _forget(self, run_id: str) -> None:
+        for key in [k for k in self._shown if k[0] == run_id]:
+            del self._shown[key]
+        for args_key in [k for k in self._arguments if k[0] == run_id]:
+            del self._arguments[args_key]
+
+
 def _run(fn: Any, *args: Any) -> int:
     try:
         code: int = anyio.run(fn, *args)
@@ -97,14 +204,30 @@ def sessions(args: argparse.Namespace) -> int:
     async def main() -> int:
         async with face_client() as client:
             listed = await call(client, "list_sessions", include_archived=args.all)
-        for s in listed["sessions"]:
+        rows = listed["sessions"]
+        if not rows:
+            sys.stdout.write("no sessions\n")
+            return EXIT_OK
+        # Columns as wide as their widest cell, so that a long mode (accept-edits) or model keeps them aligned.
+        wide = [max(len(title), *(len(s[key]) for s in rows)) for key, title in _SESSION_COLUMNS]
+        sys.stdout.write(_session_line(["SESSION", "MODE", "MODEL"], wide, "CTX", "CWD"))
+        for s in rows:
             flag = " (archived)" if s["archived"] else ""
             ratio = s.get("context_ratio")
-            context = f"{ratio:>4.0%}" if ratio is not None else "   -"
-            sys.stdout.write(f"{s['session_id']}  {s['mode']:<6} {s['model']:<28} {context}  {s['cwd']}{flag}\n")
+            context = f"{ratio:.0%}" if ratio is not None else "-"
+            cells = [s[key] for key, _ in _SESSION_COLUMNS]
+            sys.stdout.write(_session_line(cells, wide, context, f"{s['cwd']}{flag}"))
         return EXIT_OK
 
     return _run(main)
+
+
+_SESSION_COLUMNS = (("session_id", "SESSION"), ("mode", "MODE"), ("model", "MODEL"))
+
+
+def _session_line(cells: list[str], widths: list[int], context: str, cwd: str) -> str:
+    padded = "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True))
+    return f"{padded}  {context:>4}  {cwd}\n"
 
 
 def send(args: argparse.Namespace) -> int:
@@ -136,24 +259,20 @@ def attach(args: argparse.Namespace) -> int:
 
     async def main() -> int:
         renderer = TerminalRenderer() if not args.json else None
-        cursor = args.after
+        follower = LiveFollower(args.session, args.after)
         async with face_client() as client:
             await call(client, "get_session", session_id=args.session)
             while True:
-                page = await call(
-                    client, "read_events", session_id=args.session, after_seq=cursor, wait_s=0 if args.no_follow else 30
-                )
-                for raw in page["events"]:
+                events = await follower.next(client, 0 if args.no_follow else 30)
+                for event in events:
                     if renderer is None:
-                        sys.stdout.write(json.dumps(raw) + "\n")
+                        sys.stdout.write(json.dumps(event.model_dump(mode="json")) + "\n")
                     else:
-                        event = EVENT_ADAPTER.validate_python(raw)
                         renderer(event)
                         if event.type == "approval_requested":
-                            sys.stderr.write(f"loom: approval needed: loom approve {raw['approval_id']}\n")
+                            sys.stderr.write(f"loom: approval needed: loom approve {event.approval_id}\n")
                 sys.stdout.flush()
-                cursor = page["next_after_seq"]
-                if args.no_follow and not page["events"]:
+                if args.no_follow and not any(e.seq is not None for e in events):
                     return EXIT_OK
 
     return _run(main)
@@ -165,6 +284,8 @@ def approvals(args: argparse.Namespace) -> int:
     async def main() -> int:
         async with face_client() as client:
             listed = await call(client, "list_approvals")
+        if not listed["approvals"]:
+            sys.stdout.write("no approvals waiting\n")
         for a in listed["approvals"]:
             arguments = json.dumps(a["arguments"], ensure_ascii=False)[:100]
             sys.stdout.write(f"{a['approval_id']}  {a['session_id']}  {a['tool']} {arguments}\n  why: {a['reason']}\n")
@@ -221,14 +342,11 @@ async def run_on_daemon(
                         return
 
                 tg.start_soon(cancel_on_signal)
-                cursor = 0
+                follower = LiveFollower(sid, every_message=True)
                 while status not in FINAL:
-                    page = await call(client, "read_events", session_id=sid, after_seq=cursor, wait_s=30)
-                    for raw in page["events"]:
-                        event = EVENT_ADAPTER.validate_python(raw)
+                    for event in await follower.next(client, 30):
                         renderer(event)
-                        if event.type == "run_finished" and getattr(event, "run_id", None) == run["run_id"]:
-                            status = getattr(event, "status", "failed")
-                    cursor = page["next_after_seq"]
+                        if isinstance(event, RunFinished) and event.run_id == run["run_id"]:
+                            status = event.status
                 tg.cancel_scope.cancel()
     return {"completed": EXIT_OK, "cancelled": EXIT_CANCELLED}.get(status, EXIT_FAILED)

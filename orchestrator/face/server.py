@@ -26,6 +26,7 @@ from orchestrator.daemon.client import DRIVING_CLIENT_META
 from orchestrator.events import Event
 from orchestrator.face.context_tools import add_context_tools
 from orchestrator.face.input import CheckedServer, check_directory
+from orchestrator.face.live import EventPage, read_page
 from orchestrator.face.rewind_tools import add_rewind_tools
 from orchestrator.loop.approvals import PendingApproval
 from orchestrator.models import ModelSpecError, choose_model_spec, resolve_model
@@ -81,14 +82,6 @@ class RunInfo(BaseModel):
     final_text: str = ""
     pending_approvals: list[str] = Field(default_factory=list)
     """Ids to pass to decide_approval while the run waits for one."""
-
-
-class EventPage(BaseModel):
-    """Stored events after a cursor; pass ``next_after_seq`` back to continue with no gap or duplicate."""
-
-    session_id: str
-    events: list[dict[str, Any]]
-    next_after_seq: int
 
 
 class ApprovalInfo(BaseModel):
@@ -278,21 +271,21 @@ def build_face(host: SessionHost) -> MCPServer:
         after_seq: int = Field(0, ge=0),
         wait_s: float = Field(0.0, ge=0, le=MAX_WAIT_S),
         limit: int = Field(200, ge=1, le=1000),
+        live_cursor: str | None = None,
     ) -> EventPage:
-        """Events of a session with seq > ``after_seq``, waiting up to ``wait_s`` for new ones.
+        """Events of a session with seq > ``after_seq``, waiting up to ``wait_s`` for new ones, and the text in flight.
 
-        Every client gets the same sequence: replay, then live, with no gap and no duplicate.
+        Every client gets the same sequence: replay, then live, with no gap and no duplicate. ``live`` is the
+        model step in flight: the text (and tool-call arguments) streamed so far, which no stored event holds
+        until its assistant_message, the whole of it, is stored. Pass ``live.cursor`` back as ``live_cursor``
+        ("" when ``live`` was null) to be sent only the new text, and to have ``wait_s`` end as soon as more
+        arrives; without it ``live.text`` is all of it, and ``wait_s`` ends when it grows during the call.
         """
-        with _tool_errors():
-            await host.record(session_id)
         log = host.runtime.log
-        events = await log.store.read_events(session_id, after_seq=after_seq, limit=limit)
-        deadline = anyio.current_time() + wait_s
-        while not events and anyio.current_time() < deadline:  # other sessions' writes wake us too
-            await log.wait_stored(deadline - anyio.current_time())
-            events = await log.store.read_events(session_id, after_seq=after_seq, limit=limit)
-        last = events[-1].seq if events and events[-1].seq is not None else after_seq
-        return EventPage(session_id=session_id, events=[e.model_dump(mode="json") for e in events], next_after_seq=last)
+        if log.last_seq(session_id) is None:  # a session with a run in progress is known: skip the lookup
+            with _tool_errors():
+                await host.record(session_id)
+        return await read_page(log, session_id, after_seq, wait_s, limit, live_cursor)
 
     @face.tool(annotations=_READ_ONLY)
     async def list_approvals(session_id: str | None = None) -> ApprovalList:

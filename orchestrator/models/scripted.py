@@ -46,6 +46,10 @@ class ScriptedTurn(BaseModel):
     tool_calls: list[ScriptedCall] = Field(default_factory=list)
     delay_s: float = 0.0
     """Think this long before answering (for demos and cancellation tests)."""
+    chunk_chars: int = Field(48, ge=1)
+    """The text streams in pieces of this many characters."""
+    chunk_delay_s: float = Field(0.0, ge=0)
+    """Pause this long between text pieces, as a model writing a long answer does (live-text tests, benchmarks)."""
     error: str | None = None
     """Fail this call instead of answering: ``transient:msg`` or ``permanent:msg``."""
 
@@ -181,7 +185,9 @@ async def _play(
     blocks: list[TextBlock | ToolUseBlock] = []
     if text:
         blocks.append(TextBlock(text=text))
-        for chunk in _chunks(text):
+        for n, chunk in enumerate(_chunks(text, turn.chunk_chars)):
+            if n and turn.chunk_delay_s > 0:
+                await anyio.sleep(turn.chunk_delay_s)
             yield TextDelta(chunk)
     for k, call in enumerate(turn.tool_calls):
         wire_id = f"toolu_{index:04d}_{k}"

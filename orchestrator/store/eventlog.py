@@ -4,20 +4,75 @@ Appends are serialised so that subscribers see events in ``seq`` order, and an e
 only after the store has it: a client that reconnects from its last ``seq`` never misses one.
 Live-only events (text deltas) skip the store. A subscriber that falls too far behind is dropped
 (its stream ends) rather than slowing the run; it can re-read from the store by cursor.
+
+The log also keeps, per session, the model step in flight: the text (and tool-call arguments) streamed
+since that attempt of the step began (:meth:`EventLog.live`). A follower that arrives or reconnects in
+the middle of a message reads it there, then the rest as it comes. The partial is dropped as soon as a
+stored event holds its text (the run's ``assistant_message``), or the attempt is given up (``model_retry``,
+``run_finished``), so it never repeats what the store has.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from orchestrator.events import Event
+from orchestrator.events import (
+    AssistantMessage,
+    Event,
+    ModelRetry,
+    RunFinished,
+    SessionArchived,
+    TextDelta,
+    ToolCallDelta,
+)
 from orchestrator.store.interface import Store
 
 SUBSCRIBER_BUFFER = 10_000
+LIVE_ONLY = frozenset({"text_delta", "tool_call_delta"})
+"""Event types that are published but never stored."""
+
+
+@dataclass(frozen=True, slots=True)
+class LiveToolCall:
+    """A tool call of the step in flight, as far as the model has streamed it."""
+
+    index: int
+    call_id: str
+    name: str
+    arguments: str
+    """The arguments' JSON text so far (incomplete until the call is)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LiveStep:
+    """A session's model step in flight: what it has streamed that no stored event holds yet."""
+
+    run_id: str
+    step: int
+    after_seq: int
+    """The session's newest stored ``seq`` when this attempt began streaming; with ``run_id`` and ``step`` it
+    names the attempt (a retried model call streams again, from nothing, under a new ``after_seq``)."""
+    text: str
+    tool_calls: tuple[LiveToolCall, ...]
+
+
+@dataclass(slots=True)
+class _Partial:
+    run_id: str
+    step: int
+    after_seq: int
+    text: str = ""
+    calls: dict[int, list[str]] = field(default_factory=dict[int, list[str]])
+    """index -> [call_id, name, arguments so far]"""
+
+    def snapshot(self) -> LiveStep:
+        calls = tuple(LiveToolCall(i, c[0], c[1], c[2]) for i, c in sorted(self.calls.items()))
+        return LiveStep(self.run_id, self.step, self.after_seq, self.text, calls)
 
 
 class EventLog:
@@ -28,18 +83,26 @@ class EventLog:
         self._lock = anyio.Lock()
         self._subscribers: list[MemoryObjectSendStream[Event]] = []
         self._stored = anyio.Event()
+        self._partials: dict[str, _Partial] = {}
+        self._last_seq: dict[str, int] = {}
+        """Newest stored seq per session with a run in progress (a run starts with a stored event)."""
+        self._watches: dict[str, anyio.Event] = {}
 
     async def append(self, *events: Event) -> None:
         """Store ``events`` in one batch, then publish them.
 
         Raises:
             orchestrator.store.interface.StoreError: nothing was stored or published.
+            ValueError: a live-only event was given.
         """
+        if any(event.type in LIVE_ONLY for event in events):
+            raise ValueError("live-only events are not stored")
         # Shielded: a cancel landing mid-write must not leave an event stored but never published
         # (or the store's numbering out of step with the database). A write is short and bounded.
         with anyio.CancelScope(shield=True):
             async with self._lock:
                 await self.store.append(events)
+                self._note_stored(events)
                 self._publish(events)
                 self._stored.set()
                 self._stored = anyio.Event()
@@ -50,8 +113,64 @@ class EventLog:
             await self._stored.wait()
 
     def publish_live(self, event: Event) -> None:
-        """Publish an event that is not stored (a text delta)."""
+        """Publish an event that is not stored (a text delta); deltas also extend the session's live step."""
+        if isinstance(event, TextDelta | ToolCallDelta):
+            self._note_live(event)
         self._publish((event,))
+        self._notify(event.session_id)
+
+    def live(self, session_id: str) -> LiveStep | None:
+        """The session's step in flight, as of its newest stored event; None when nothing is streaming."""
+        partial = self._partials.get(session_id)
+        return partial.snapshot() if partial is not None else None
+
+    def last_seq(self, session_id: str) -> int | None:
+        """The newest seq stored through this log for a session with a run in progress, else None."""
+        return self._last_seq.get(session_id)
+
+    def watch(self, session_id: str) -> anyio.Event:
+        """An event set at the session's next change: a stored batch with its events, or a live delta.
+
+        Take it before reading, then wait on it: a change that lands during the read still wakes the reader.
+        """
+        event = self._watches.get(session_id)
+        if event is None:
+            event = self._watches[session_id] = anyio.Event()
+        return event
+
+    def _note_stored(self, events: Sequence[Event]) -> None:
+        touched: dict[str, None] = {}
+        for event in events:
+            sid = event.session_id
+            touched[sid] = None
+            if event.seq is not None:
+                self._last_seq[sid] = event.seq
+            partial = self._partials.get(sid)
+            ends = isinstance(event, AssistantMessage | ModelRetry | RunFinished)
+            if partial is not None and ends and getattr(event, "run_id", None) == partial.run_id:
+                del self._partials[sid]  # the stored message holds the text now, or the attempt is over
+            if isinstance(event, RunFinished | SessionArchived):
+                self._last_seq.pop(sid, None)  # only a run in progress streams; keeps the map to active sessions
+        for sid in touched:
+            self._notify(sid)
+
+    def _note_live(self, event: TextDelta | ToolCallDelta) -> None:
+        sid = event.session_id
+        partial = self._partials.get(sid)
+        if partial is None or (partial.run_id, partial.step) != (event.run_id, event.step):
+            partial = self._partials[sid] = _Partial(event.run_id, event.step, self._last_seq.get(sid, 0))
+        if isinstance(event, TextDelta):
+            partial.text += event.text
+            return
+        call = partial.calls.setdefault(event.index, ["", "", ""])
+        call[0] = event.call_id or call[0]
+        call[1] = event.name or call[1]
+        call[2] += event.arguments
+
+    def _notify(self, session_id: str) -> None:
+        event = self._watches.pop(session_id, None)
+        if event is not None:
+            event.set()
 
     def _publish(self, events: Sequence[Event]) -> None:
         if not self._subscribers:

@@ -24,7 +24,8 @@ def test_without_a_daemon_sessions_persist_and_send_continues_one(tmp_path: Path
     script = write_script(tmp_path / "s.json", [{"text": "first"}])
     assert run_loom("run", "--model", f"scripted:{script}", "one", cwd=project, home=home).returncode == 0
     listed = run_loom("sessions", cwd=project, home=home)
-    (line,) = listed.stdout.splitlines()
+    header, line = listed.stdout.splitlines()
+    assert header.split() == ["SESSION", "MODE", "MODEL", "CTX", "CWD"]
     session_id = line.split()[0]
     sent = run_loom("send", session_id, "two", cwd=project, home=home)
     attached = run_loom("attach", session_id, "--no-follow", "--json", cwd=project, home=home)
@@ -63,13 +64,15 @@ def test_with_a_daemon_run_is_visible_and_approvals_are_answered_from_the_cli(tm
         while not (project / "out.txt").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         twice = run_loom("deny", approval_id, "--reason", "late", cwd=project, home=home)
+        none_left = run_loom("approvals", cwd=project, home=home)
         attached = run_loom("attach", session_id, "--no-follow", "--json", cwd=project, home=home)
         sessions = run_loom("sessions", cwd=project, home=home)
     assert (project / "out.txt").read_text() == "hi"
     assert twice.returncode == 2 and "not pending" in twice.stderr
+    assert (none_left.returncode, none_left.stdout) == (0, "no approvals waiting\n")
     decided = [e for e in parse_events(attached.stdout) if e.type == "approval_decided"]
     assert [(getattr(e, "decision", ""), getattr(e, "decided_by", "")) for e in decided] == [("approve_once", "cli")]
-    assert len(sessions.stdout.splitlines()) == 2  # the `loom run` session and the driven one
+    assert len(sessions.stdout.splitlines()) == 3  # a header, the `loom run` session and the driven one
 
 
 pytestmark = pytest.mark.timeout(120)
