@@ -28,7 +28,7 @@ from pathlib import Path
 
 import anyio
 
-from benchmarks import calls, context, loop, resume, startup, store
+from benchmarks import calls, context, live, loop, resume, startup, store
 from benchmarks._report import Figure, render
 
 
@@ -173,6 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         figures.append(resume.measure(Path(tmp) / "resume", plan.resume_steps, plan.resume_reps))
         (Path(tmp) / "context").mkdir()
         figures.append(anyio.run(context.measure, Path(tmp) / "context", plan.context_reps, plan.context_events))
+        figures.extend(live.measure(Path(tmp) / "live", quick=args.quick))
     elapsed = time.perf_counter() - started
     print(render(figures))
     print(f"({elapsed:.0f} s)")
