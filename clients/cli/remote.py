@@ -18,7 +18,7 @@ from typing import Any
 import anyio
 from mcp import Client
 
-from clients.cli.errors import first_of
+from clients.cli.errors import cli_message, first_of
 from clients.cli.exits import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from clients.cli.render import TerminalRenderer
 from orchestrator.config import loom_home
@@ -191,7 +191,7 @@ def _run(fn: Any, *args: Any) -> int:
         error = first_of(exc, FaceError)
         if error is None:
             raise
-        sys.stderr.write(f"loom: error: {error}\n")
+        sys.stderr.write(f"loom: error: {cli_message(str(error))}\n")  # CLI commands, not face tools, named
         return EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_CANCELLED

@@ -76,3 +76,12 @@ def test_with_a_daemon_run_is_visible_and_approvals_are_answered_from_the_cli(tm
 
 
 pytestmark = pytest.mark.timeout(120)
+
+
+def test_errors_name_cli_commands_not_face_tools(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    sent = run_loom("send", "s_nope", "hello", cwd=tmp_path, home=home)
+    assert sent.returncode == 2, sent
+    assert "`loom sessions` lists them" in sent.stderr and "list_sessions" not in sent.stderr, sent
+    approved = run_loom("approve", "a_nope", cwd=tmp_path, home=home)
+    assert "`loom approvals` lists the pending ones" in approved.stderr, approved
