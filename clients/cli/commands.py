@@ -133,7 +133,8 @@ async def _run_session(
 ) -> int:
     from orchestrator.runtime.embedded import embedded_runtime
 
-    async with embedded_runtime(home, config=config) as runtime:
+    # Shared: this run writes only the session it creates, so other `loom run`s may go on beside it.
+    async with embedded_runtime(home, config=config, shared=True) as runtime:
 
         async def drive() -> str:
             opened = runtime.open_session(

@@ -167,8 +167,11 @@ class InstanceLock:
             release_lock(fd)
 
 
-def take_lock(path: Path, holder: str) -> tuple[int | None, str]:
+def take_lock(path: Path, holder: str, *, shared: bool = False) -> tuple[int | None, str]:
     """Lock ``path`` exclusively (``flock``, created 0600 if missing) and write ``holder`` into it.
+
+    ``shared`` takes a shared lock instead, which any number of processes may hold at once but no exclusive
+    holder shares; a shared holder writes nothing (the file names the exclusive holder only).
 
     The file is never removed: unlinking a lock file lets two processes lock two different inodes of
     the same name. The descriptor is not inherited by children (PEP 446): a tool's background process
@@ -183,7 +186,7 @@ def take_lock(path: Path, holder: str) -> tuple[int | None, str]:
     """
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
     except BlockingIOError:
         other = _read_holder(fd)
         os.close(fd)
@@ -191,6 +194,8 @@ def take_lock(path: Path, holder: str) -> tuple[int | None, str]:
     except BaseException:
         os.close(fd)
         raise
+    if shared:
+        return fd, holder
     os.ftruncate(fd, 0)
     os.pwrite(fd, f"{holder}\n".encode(), 0)
     return fd, holder

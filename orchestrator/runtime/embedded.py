@@ -26,12 +26,13 @@ DB_NAME = "loom.db"
 
 @contextlib.asynccontextmanager
 async def embedded_runtime(
-    home: Path, servers: Sequence[ServerConfig] = (), *, config: LoomConfig | None = None
+    home: Path, servers: Sequence[ServerConfig] = (), *, config: LoomConfig | None = None, shared: bool = False
 ) -> AsyncIterator[Runtime]:
     """A runtime over ``home/loom.db``, with ``config``'s servers, tool timeouts, shell options and model if given.
 
     The runtime holds ``home``'s writer lock while open (:mod:`orchestrator.runtime.lock`): one process at a
-    time runs sessions on a home. The daemon's runtime is one of these too.
+    time runs sessions on a home. The daemon's runtime is one of these too. ``shared`` is for a runtime that
+    only writes the one session it creates (``loom run``): several such may run at once, but not beside a face.
 
     Raises:
         orchestrator.runtime.lock.HomeInUse: another process has a runtime open on ``home``.
@@ -43,7 +44,7 @@ async def embedded_runtime(
     # The store first: a home it cannot open (a read-only disk, say) is reported with the database's advice,
     # not as a lock file that could not be created. Two processes may open the store; only one holds the lock.
     async with CheckpointStore(home / DB_NAME) as store:
-        with RuntimeLock(home):
+        with RuntimeLock(home, shared=shared):
             if config is None:
                 yield Runtime(EventLog(store), home=home, servers=servers)
             else:

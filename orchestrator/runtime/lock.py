@@ -55,9 +55,12 @@ def this_command() -> str:
 class RuntimeLock:
     """The exclusive lock on ``home/runtime.lock``; the file records the holder's pid and command."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, *, shared: bool = False) -> None:
         self.home = home
         self.path = home / LOCK_FILE
+        self.shared = shared
+        """Shared: for ``loom run``, which only writes the session it creates, so several may run at once;
+        a face (``loom mcp``, the daemon), which may drive any session, holds the lock exclusively."""
         self._fd: int | None = None
 
     def __enter__(self) -> Self:
@@ -70,7 +73,7 @@ class RuntimeLock:
         record = json.dumps({"pid": os.getpid(), "command": this_command()})
         try:
             self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
-            fd, holder = take_lock(self.path, record)
+            fd, holder = take_lock(self.path, record, shared=self.shared)
         except OSError as exc:
             raise StoreError(f"cannot open {self.path}: {exc.strerror or exc}") from exc
         if fd is None:

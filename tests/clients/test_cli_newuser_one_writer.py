@@ -91,3 +91,21 @@ async def test_loom_serve_refuses_to_start_while_an_embedded_loom_mcp_runs_sessi
     assert "`loom mcp`" in served.stderr and "Traceback" not in served.stderr
     assert not (home / "daemon.json").exists()
     assert still == {"sessions": []}
+
+
+def test_several_loom_runs_share_a_home_without_a_daemon(tmp_path: Path) -> None:
+    # Each `loom run` writes only the session it creates, so they hold the home's lock shared.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.clients.cli_support import write_script
+
+    home = tmp_path / "home"
+    script = write_script(tmp_path / "s.json", [{"text": "done"}])
+
+    def one(i: int) -> int:
+        work = tmp_path / f"w{i}"
+        work.mkdir()
+        return run_loom("run", "--model", f"scripted:{script}", "go", cwd=work, home=home).returncode
+
+    with ThreadPoolExecutor(3) as pool:
+        assert list(pool.map(one, range(3))) == [0, 0, 0]

@@ -52,7 +52,7 @@ def protected_paths(home_dir: str) -> list[str]:
     ]
 
 
-LOOMS_OWN_STATE = ("state/loom.db", "state/memory.db", "state/logs/", "state/daemon")
+LOOMS_OWN_STATE = ("state/loom.db", "state/memory.db", "state/logs/", "state/daemon", "state/runtime.lock")
 
 
 def snapshot(root: Path) -> dict[str, bytes]:
