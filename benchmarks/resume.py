@@ -36,9 +36,9 @@ from benchmarks.loop import StampingModel, read_script
 from benchmarks.store import CountingStore
 from orchestrator.context.history import rebuild_history
 from orchestrator.events import Event, RunResumed, ToolCallStarted
+from orchestrator.home import DB_NAME
 from orchestrator.loop.resume import find_resume_point
 from orchestrator.models.scripted import ScriptedModel
-from orchestrator.runtime.embedded import DB_NAME
 from orchestrator.runtime.runtime import Runtime
 from orchestrator.store.checkpoints import CheckpointStore
 from orchestrator.store.eventlog import EventLog

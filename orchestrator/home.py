@@ -9,7 +9,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["loom_home"]
+__all__ = ["DB_NAME", "MEMORY_DB_NAME", "loom_home"]
+
+DB_NAME = "loom.db"
+"""The store's file in ``$LOOM_HOME``: every session's events."""
+MEMORY_DB_NAME = "memory.db"
+"""The memory server's file in ``$LOOM_HOME``: notes of every namespace."""
 
 
 def loom_home() -> Path:

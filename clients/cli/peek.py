@@ -19,12 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+from orchestrator.home import DB_NAME
 from orchestrator.runtime.owner import owner_alive
 
 __all__ = ["DB_NAME", "KNOWN_SCHEMAS", "RunRow", "Unreadable", "find_run", "recent_runs", "session_events"]
 
-DB_NAME = "loom.db"
-"""The store's file in ``$LOOM_HOME`` (``orchestrator.runtime.embedded.DB_NAME``)."""
 
 KNOWN_SCHEMAS = range(3, 6)
 """Schema versions whose ``runs`` and ``events`` tables these reads match; a test keeps the top equal to the

@@ -124,11 +124,12 @@ async def _on_daemon(home: Path, run_id: str, renderer: Callable[[Event], None])
 async def _embedded(home: Path, run_id: str, renderer: Callable[[Event], None]) -> int:
     """Resume in this process, headless: runs left running by a dead process are marked interrupted first."""
     from clients.cli.commands import drive_rendered
+    from orchestrator.home import DB_NAME
     from orchestrator.loop.resume import RESUMABLE
     from orchestrator.models import ModelSpecError, resolve_model
     from orchestrator.policy.rules import PolicyError
     from orchestrator.policy.trust import load_trusted_rules
-    from orchestrator.runtime.embedded import DB_NAME, embedded_runtime
+    from orchestrator.runtime.embedded import embedded_runtime
 
     if not await anyio.Path(home / DB_NAME).is_file():
         raise ResumeFailed(f"no run {run_id!r} in {home}; `loom runs` lists them")

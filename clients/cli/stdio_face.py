@@ -223,7 +223,7 @@ async def _refuse(home: Path, reason: str, code: int, serving: anyio.CancelScope
 async def _face_tools(home: Path) -> list[mt.Tool]:
     """The face's tools, from a face over a runtime that is never opened (nothing is read, written or locked)."""
     from orchestrator.face.server import build_face
-    from orchestrator.runtime.embedded import DB_NAME
+    from orchestrator.home import DB_NAME
     from orchestrator.runtime.host import SessionHost
     from orchestrator.runtime.runtime import Runtime
     from orchestrator.store.checkpoints import CheckpointStore

@@ -32,7 +32,6 @@ __all__ = [
     "forget",
     "load_trusted_rules",
     "project_files",
-    "project_digest",
     "read_project",
     "trust",
     "trust_state",
@@ -93,11 +92,6 @@ def read_project(project: Path) -> ProjectConfig:
             digest.update(path.name.encode() + b"\0" + str(len(data)).encode() + b"\0" + data)
     found = any(c is not None for c in contents)
     return ProjectConfig(project, contents[0], contents[1], digest.hexdigest() if found else None)
-
-
-def project_digest(project: Path) -> str | None:
-    """SHA-256 over the project's config files as they are now, or None if neither exists."""
-    return read_project(project).digest
 
 
 def _key(project: Path) -> str:

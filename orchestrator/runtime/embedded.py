@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from orchestrator.events import Event
+from orchestrator.home import DB_NAME
 from orchestrator.runtime.lock import RuntimeLock
 from orchestrator.store.checkpoints import CheckpointStore
 from orchestrator.store.interface import RunRecord
@@ -20,8 +21,6 @@ from orchestrator.store.interface import RunRecord
 if TYPE_CHECKING:
     from orchestrator.config import LoomConfig, ServerConfig
     from orchestrator.runtime.runtime import Runtime
-
-DB_NAME = "loom.db"
 
 
 @contextlib.asynccontextmanager

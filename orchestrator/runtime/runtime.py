@@ -24,6 +24,7 @@ from orchestrator.events import (
     ServerFailed,
     SessionCreated,
 )
+from orchestrator.home import DB_NAME, MEMORY_DB_NAME
 from orchestrator.hub.pool import Hub
 from orchestrator.loop.approvals import approved_for_session
 from orchestrator.messages import Message
@@ -50,7 +51,8 @@ def secret_state(home: Path) -> list[Path]:
     """
     from orchestrator.daemon.auth import TOKEN_FILE
 
-    names = [TOKEN_FILE, *(f"{db}{suffix}" for db in ("loom.db", "memory.db") for suffix in ("", "-wal", "-shm"))]
+    databases = (DB_NAME, MEMORY_DB_NAME)
+    names = [TOKEN_FILE, *(f"{db}{suffix}" for db in databases for suffix in ("", "-wal", "-shm"))]
     return [home / name for name in names]
 
 
@@ -144,7 +146,7 @@ class Runtime:
                 hide=[self.home],
             ),
             # One memory file for everything; project and session notes are scoped to this project and session.
-            "memory": memory.build_server(self.home / "memory.db", project=str(project), session=session_id),
+            "memory": memory.build_server(self.home / MEMORY_DB_NAME, project=str(project), session=session_id),
             "loom": build_session_tools(self.log.store, session_id, home=self.home, project=project),
         }
         hub = Hub(

@@ -63,7 +63,7 @@ from anyio.abc import TaskGroup
 from mcp import Client
 from starlette.requests import Request
 
-from orchestrator.runtime.embedded import DB_NAME
+from orchestrator.home import DB_NAME
 from tests.clients.cli_support import REPO_ROOT, clean_env, loom_command, processes_matching
 from tests.durability.counting_server import RECORD_ENV, executions
 from tests.orchestrator.daemon.daemon_process import START_TIMEOUT_S, Daemon, mcp_client

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.events import Event, RunStarted, event_run_id
-from orchestrator.runtime.embedded import DB_NAME
+from orchestrator.home import DB_NAME
 from tests.clients.cli_support import CliResult, make_project, parse_events, run_loom, write_script
 
 MOUNT_TIMEOUT_S = 10.0
