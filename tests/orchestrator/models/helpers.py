@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
 
 from orchestrator.messages import ContentBlock, Message, TextBlock
 from orchestrator.models.base import Model, ModelRequest, ModelResponse, TextDelta, ToolSpec
@@ -34,3 +37,19 @@ async def collect(model: Model, req: ModelRequest) -> tuple[list[str], ModelResp
             responses.append(event)
     assert len(responses) == 1
     return deltas, responses[0]
+
+
+def clear_anthropic_credentials(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    """No Anthropic credential of any kind in the environment, and no profile files the SDK could find."""
+    for var in (
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "ANTHROPIC_PROFILE",
+        "ANTHROPIC_CONFIG_DIR",
+        "ANTHROPIC_IDENTITY_TOKEN",
+        "ANTHROPIC_IDENTITY_TOKEN_FILE",
+        "ANTHROPIC_FEDERATION_RULE_ID",
+    ):
+        monkeypatch.delenv(var, raising=False)
+    # Keep the SDK's profile discovery (~/.config/anthropic) away from the developer's real files.
+    monkeypatch.setenv("HOME", str(home))

@@ -19,7 +19,7 @@ from tests.orchestrator.models.fake_common import (
     text_reply,
     tool_reply,
 )
-from tests.orchestrator.models.helpers import READ_TOOL, collect, request, user
+from tests.orchestrator.models.helpers import READ_TOOL, clear_anthropic_credentials, collect, request, user
 from tests.orchestrator.models.live_server import closed_port_url
 
 pytestmark = pytest.mark.anyio
@@ -271,23 +271,8 @@ async def test_timeout_is_transient(fake_anthropic: FakeAnthropic) -> None:
     assert caught.value.transient
 
 
-def _no_anthropic_credentials(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
-    for var in (
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_AUTH_TOKEN",
-        "ANTHROPIC_PROFILE",
-        "ANTHROPIC_CONFIG_DIR",
-        "ANTHROPIC_IDENTITY_TOKEN",
-        "ANTHROPIC_IDENTITY_TOKEN_FILE",
-        "ANTHROPIC_FEDERATION_RULE_ID",
-    ):
-        monkeypatch.delenv(var, raising=False)
-    # Keep the SDK's profile discovery (~/.config/anthropic) away from the developer's real files.
-    monkeypatch.setenv("HOME", str(home))
-
-
 async def test_missing_api_key_is_a_permanent_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    _no_anthropic_credentials(monkeypatch, tmp_path)
+    clear_anthropic_credentials(monkeypatch, tmp_path)
     model = AnthropicModel("claude-test", base_url=closed_port_url())
 
     with pytest.raises(ModelError, match="set ANTHROPIC_API_KEY") as caught:
@@ -299,7 +284,7 @@ async def test_missing_api_key_is_a_permanent_error(monkeypatch: pytest.MonkeyPa
 async def test_broken_sdk_profile_is_a_permanent_error_not_a_constructor_crash(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    _no_anthropic_credentials(monkeypatch, tmp_path)
+    clear_anthropic_credentials(monkeypatch, tmp_path)
     monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path / "empty"))
     model = AnthropicModel("claude-test", base_url=closed_port_url())
 

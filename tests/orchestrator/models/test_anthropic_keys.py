@@ -12,7 +12,7 @@ from orchestrator.models.credentials import missing_credentials
 from orchestrator.models.scripted import ScriptedModel
 from tests.orchestrator.models.fake_anthropic import FakeAnthropic
 from tests.orchestrator.models.fake_common import text_reply
-from tests.orchestrator.models.helpers import collect, request
+from tests.orchestrator.models.helpers import clear_anthropic_credentials, collect, request
 from tests.orchestrator.models.live_server import closed_port_url
 
 pytestmark = pytest.mark.anyio
@@ -22,17 +22,7 @@ KEY = "sk-ant-test-0123456789"
 
 @pytest.fixture
 def no_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for var in (
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_AUTH_TOKEN",
-        "ANTHROPIC_PROFILE",
-        "ANTHROPIC_CONFIG_DIR",
-        "ANTHROPIC_IDENTITY_TOKEN",
-        "ANTHROPIC_IDENTITY_TOKEN_FILE",
-        "ANTHROPIC_FEDERATION_RULE_ID",
-    ):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path))  # keep the SDK's profile discovery off the developer's files
+    clear_anthropic_credentials(monkeypatch, tmp_path)
 
 
 @pytest.mark.usefixtures("no_credentials")
