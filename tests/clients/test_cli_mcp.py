@@ -11,7 +11,7 @@ import json
 import os
 import signal
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,14 +61,22 @@ class Face:
 
 @contextlib.asynccontextmanager
 async def loom_mcp(
-    home: Path, cwd: Path, mode: str = "auto", name: str = "mcp", elicitation_callback: ElicitationFnT | None = None
+    home: Path,
+    cwd: Path,
+    mode: str = "auto",
+    name: str = "mcp",
+    elicitation_callback: ElicitationFnT | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+    client_name: str | None = None,
 ) -> AsyncIterator[Face]:
-    """Start ``loom mcp`` with ``LOOM_HOME=home`` and connect to it over its stdin/stdout."""
+    """Start ``loom mcp`` (``LOOM_HOME=home``, plus ``env``) and connect to it over stdio as ``client_name``."""
     command = loom_command()
     params = StdioServerParameters(
         command=command[0],
         args=[*command[1:], "mcp"],
-        env={"LOOM_HOME": str(home), "PATH": os.environ["PATH"]},
+        # PYTHONPATH passes through, so that a checkout other than the installed one can be tested.
+        env={"LOOM_HOME": str(home), "PATH": os.environ["PATH"], **_pythonpath(), **(env or {})},
         cwd=str(cwd),
     )
     wire_errors: list[Exception] = []
@@ -80,11 +88,20 @@ async def loom_mcp(
     stderr_path = cwd / f"{name}.stderr"
     with stderr_path.open("w", encoding="utf-8") as errlog:
         transport = stdio_client(params, errlog=errlog)
+        info = mt.Implementation(name=client_name, version="9.9") if client_name else None
         async with Client(
-            transport, mode=mode, message_handler=on_message, elicitation_callback=elicitation_callback
+            transport,
+            mode=mode,
+            message_handler=on_message,
+            elicitation_callback=elicitation_callback,
+            client_info=info,
         ) as client:
             yield Face(client, stderr_path, wire_errors)
     assert wire_errors == [], stderr_path.read_text(encoding="utf-8")
+
+
+def _pythonpath() -> dict[str, str]:
+    return {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
 
 
 def scripted(path: Path, turns: Sequence[dict[str, Any]]) -> str:

@@ -12,7 +12,8 @@ import anyio
 import pytest
 
 from tests.clients.cli_support import run_loom
-from tests.clients.test_cli_newuser_model import TEST_TIMEOUT_S, loom_mcp, text_of
+from tests.clients.test_cli_mcp import loom_mcp
+from tests.clients.test_cli_newuser_model import TEST_TIMEOUT_S, text_of
 
 pytestmark = pytest.mark.anyio
 

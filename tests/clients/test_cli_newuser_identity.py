@@ -16,7 +16,8 @@ import pytest
 from mcp import Client
 
 from servers._version import loom_version
-from tests.clients.test_cli_newuser_model import TEST_TIMEOUT_S, loom_mcp, scripted
+from tests.clients.test_cli_mcp import loom_mcp, scripted
+from tests.clients.test_cli_newuser_model import TEST_TIMEOUT_S
 from tests.orchestrator.daemon.daemon_process import mcp_client, running_daemon
 
 pytestmark = pytest.mark.anyio

@@ -4,27 +4,22 @@
 face's ``create_session`` (embedded ``loom mcp``, and the daemon) follows the same rule instead of
 falling back to the scripted demo. Real ``loom`` subprocesses throughout.
 
-:func:`loom_mcp` here is the stdio driver the other ``test_cli_newuser_*`` files use too.
+:func:`loom_mcp` (from ``test_cli_mcp``) is the stdio driver the other ``test_cli_newuser_*`` files use too.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
 from mcp import types as mt
-from mcp.client.stdio import stdio_client
 
 from orchestrator.events import SessionCreated
-from tests.clients.cli_support import loom_command, run_loom, write_script
+from tests.clients.cli_support import run_loom
+from tests.clients.test_cli_mcp import loom_mcp, scripted
 from tests.orchestrator.daemon.daemon_process import mcp_client, running_daemon
 
 pytestmark = pytest.mark.anyio
@@ -32,61 +27,8 @@ pytestmark = pytest.mark.anyio
 TEST_TIMEOUT_S = 40.0
 
 
-@dataclass
-class Face:
-    """A driving client of one ``loom mcp`` process."""
-
-    client: Client
-    stderr_path: Path
-
-    async def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
-        """Call a tool that must succeed; its structured result."""
-        result = await self.client.call_tool(tool, arguments)
-        assert not result.is_error, f"{tool}: {text_of(result)}\n{self.stderr()}"
-        content: dict[str, Any] | None = result.structured_content
-        assert content is not None
-        return content
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
-
-
-@contextlib.asynccontextmanager
-async def loom_mcp(
-    home: Path,
-    cwd: Path,
-    *,
-    mode: str = "auto",
-    name: str = "mcp",
-    env: Mapping[str, str] | None = None,
-    client_name: str | None = None,
-) -> AsyncIterator[Face]:
-    """Start ``loom mcp`` (``LOOM_HOME=home``, plus ``env``) and connect to it over stdio as ``client_name``."""
-    command = loom_command()
-    params = StdioServerParameters(
-        command=command[0],
-        args=[*command[1:], "mcp"],
-        # PYTHONPATH passes through, so that a checkout other than the installed one can be tested.
-        env={"LOOM_HOME": str(home), "PATH": os.environ["PATH"], **_pythonpath(), **(env or {})},
-        cwd=str(cwd),
-    )
-    info = mt.Implementation(name=client_name, version="9.9") if client_name else None
-    stderr_path = cwd / f"{name}.stderr"
-    with stderr_path.open("w", encoding="utf-8") as errlog:
-        async with Client(stdio_client(params, errlog=errlog), mode=mode, client_info=info) as client:
-            yield Face(client, stderr_path)
-
-
-def _pythonpath() -> dict[str, str]:
-    return {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
-
-
 def text_of(result: mt.CallToolResult) -> str:
     return " ".join(c.text for c in result.content if isinstance(c, mt.TextContent))
-
-
-def scripted(path: Path, turns: Sequence[dict[str, Any]]) -> str:
-    return f"scripted:{write_script(path, turns)}"
 
 
 def configure(home: Path, **fields: Any) -> None:

@@ -17,7 +17,8 @@ from orchestrator.events import RunFinished
 from orchestrator.runtime.embedded import embedded_runtime, find_run
 from orchestrator.runtime.lock import HomeInUse
 from tests.clients.cli_support import run_loom
-from tests.clients.test_cli_newuser_model import TEST_TIMEOUT_S, loom_mcp, scripted, text_of
+from tests.clients.test_cli_mcp import loom_mcp, scripted
+from tests.clients.test_cli_newuser_model import TEST_TIMEOUT_S, text_of
 from tests.orchestrator.daemon.daemon_process import running_daemon
 
 pytestmark = pytest.mark.anyio
