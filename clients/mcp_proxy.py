@@ -29,7 +29,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.message import ServerMessageMetadata
 
 from clients.daemon_link import DaemonLink, error_result
-from orchestrator.daemon.client import DRIVING_CLIENT_META
+from orchestrator.protocol import DRIVING_CLIENT_META
 from servers._version import loom_version
 
 MAX_INPUT_ROUNDS = 10

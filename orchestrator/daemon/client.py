@@ -14,10 +14,6 @@ from mcp.client.streamable_http import streamable_http_client
 from orchestrator.daemon.auth import load_token
 from orchestrator.daemon.discovery import Discovery, read_discovery
 
-DRIVING_CLIENT_META = "loom/driving-client"
-"""The ``_meta`` key ``loom mcp`` sets on every call it forwards: the ``clientInfo`` name of the client
-driving it (Claude Code, Codex...), so that the daemon records approvals as decided by that client rather
-than by ``loom mcp``."""
 CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 300.0
 """Above the face's longest long-poll (60 s) with room to spare; SSE streams stay open between events."""

@@ -12,41 +12,14 @@ from pathlib import Path
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel
 
 from orchestrator.context.compactor import CompactionReport, SwitchError
 from orchestrator.events import ContextCompacted
 from orchestrator.models import ModelSpecError, resolve_model
+from orchestrator.protocol import CompactionInfo, ModelSwitchInfo
 from orchestrator.runtime.host import HostError, SessionHost
 from orchestrator.runtime.runtime import Session
 from orchestrator.store.interface import StoreError
-
-
-class CompactionInfo(BaseModel):
-    """What a compaction did (or, for a preview, would do), in estimated tokens of the next request."""
-
-    session_id: str
-    status: str
-    """``compacted``, ``failed`` (the history was kept as it is; ``detail`` says why), ``nothing_to_compact``
-    or ``preview`` (nothing changed; ``tokens_after`` is an estimate)."""
-    tokens_before: int
-    tokens_after: int
-    window: int
-    detail: str = ""
-    dropped_messages: int = 0
-    dropped_tool_calls: int = 0
-    summary: str = ""
-    """The summary that now stands for the dropped history (``compacted`` only)."""
-
-
-class ModelSwitchInfo(BaseModel):
-    """The session's model after a switch, and the compaction that made room for it, if one was needed."""
-
-    session_id: str
-    model: str
-    previous: str
-    window: int
-    compaction: CompactionInfo | None = None
 
 
 def compaction_info(session: Session, report: CompactionReport) -> CompactionInfo:

@@ -28,7 +28,8 @@ from pydantic import BaseModel, Field, TypeAdapter
 from pydantic.fields import FieldInfo
 
 from orchestrator.events import Event
-from orchestrator.face.server import MAX_WAIT_S, build_face
+from orchestrator.face.server import build_face
+from orchestrator.protocol import MAX_WAIT_S
 from orchestrator.runtime.embedded import embedded_runtime
 from orchestrator.runtime.host import SessionHost
 
@@ -104,7 +105,7 @@ async def read_face() -> Face:
             face = build_face(host)
             tools = await face.list_tools()
             instructions = face.instructions
-    models = {m.__name__: m for m in _subclasses(BaseModel) if m.__module__.startswith("orchestrator.face.")}
+    models = {m.__name__: m for m in _subclasses(BaseModel) if m.__module__ == "orchestrator.protocol"}
     return Face(tools=tools, instructions=instructions, models=models)
 
 

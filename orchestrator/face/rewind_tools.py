@@ -5,45 +5,10 @@ from __future__ import annotations
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel
 
+from orchestrator.protocol import CheckpointInfo, CheckpointList, FileRestoreInfo, RewindInfo
 from orchestrator.runtime.host import HostError, SessionHost
 from orchestrator.store.rewind import checkpoints
-
-
-class CheckpointInfo(BaseModel):
-    """A point to rewind to: just before this run."""
-
-    run_id: str
-    started: float
-    prompt: str
-    files_changed: list[str]
-    """Files Loom's fs tools changed during the run (what rewinding to it or earlier restores)."""
-
-
-class CheckpointList(BaseModel):
-    """A session's checkpoints, oldest first."""
-
-    session_id: str
-    checkpoints: list[CheckpointInfo]
-
-
-class FileRestoreInfo(BaseModel):
-    """What a rewind did to one file: restored, deleted (created since) or recreated (deleted since)."""
-
-    path: str
-    action: str
-
-
-class RewindInfo(BaseModel):
-    """What a rewind did; send further messages to ``session_id``, the new branch."""
-
-    session_id: str
-    from_session_id: str
-    to_run_id: str
-    files: list[FileRestoreInfo]
-    not_rewound: list[str]
-    """Calls since the checkpoint whose effects Loom cannot undo (shell commands, other servers' tools)."""
 
 
 def add_rewind_tools(face: MCPServer, host: SessionHost) -> None:

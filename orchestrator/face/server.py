@@ -12,7 +12,7 @@ import inspect
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import anyio
 from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
@@ -20,97 +20,31 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from orchestrator.daemon.client import DRIVING_CLIENT_META
 from orchestrator.events import Event
 from orchestrator.face.context_tools import add_context_tools
 from orchestrator.face.input import CheckedServer, check_directory
-from orchestrator.face.live import EventPage, read_page
+from orchestrator.face.live import read_page
 from orchestrator.face.rewind_tools import add_rewind_tools
 from orchestrator.loop.approvals import PendingApproval
 from orchestrator.models import ModelSpecError, choose_model_spec, resolve_model
+from orchestrator.protocol import (
+    DRIVING_CLIENT_META,
+    MAX_WAIT_S,
+    ApprovalAnswer,
+    ApprovalInfo,
+    ApprovalList,
+    EventPage,
+    RunInfo,
+    SessionInfo,
+    SessionList,
+)
 from orchestrator.runtime.host import HostError, RunView, SessionHost
 from orchestrator.store.interface import SessionRecord
 from servers._version import loom_version
 
-MAX_WAIT_S = 60.0
-"""No call blocks longer than this; call again to keep waiting."""
-
 _READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
-
-
-class SessionInfo(BaseModel):
-    """A session: its id is the handle for every other call."""
-
-    session_id: str
-    cwd: str
-    model: str
-    mode: str
-    archived: bool
-    last_seq: int
-    """The newest event's seq; read_events(after_seq=last_seq) waits for what comes next."""
-    state: str = "idle"
-    """``active`` (a run is in progress), ``idle`` or ``archived``."""
-    context_used: int | None = None
-    """Tokens the model's context held after its last call (or compaction); null before the first."""
-    context_window: int | None = None
-    """The model's context window in tokens."""
-    context_ratio: float | None = None
-    """The watermark: context_used / context_window. Past the model's threshold (0.8 by default) the session
-    compacts before its next model call; compact_session does it on request."""
-
-
-class SessionList(BaseModel):
-    """Sessions, newest first."""
-
-    sessions: list[SessionInfo]
-
-
-class RunInfo(BaseModel):
-    """Where a run is. ``final_text`` is the answer once ``status`` is completed."""
-
-    run_id: str
-    session_id: str
-    status: str
-    """queued (behind another run of the session), running, awaiting_approval, needs_review, completed, failed,
-    cancelled or interrupted.
-
-    interrupted and needs_review runs can be continued with resume_run; a running run is needs_review while
-    it waits for a decision about a call that Loom's interruption left unfinished."""
-    reason: str = ""
-    final_text: str = ""
-    pending_approvals: list[str] = Field(default_factory=list)
-    """Ids to pass to decide_approval while the run waits for one."""
-
-
-class ApprovalInfo(BaseModel):
-    """A tool call waiting for (or given) a decision."""
-
-    approval_id: str
-    session_id: str
-    run_id: str
-    tool: str
-    arguments: dict[str, Any]
-    reason: str
-    kind: str = "policy"
-    """``policy`` (approve runs the call) or ``review`` (a resumed run's unfinished call: approve runs it
-    again, deny skips it)."""
-    decision: str | None = None
-    decided_by: str = ""
-
-
-class ApprovalAnswer(BaseModel):
-    """What a person answers when asked through elicitation."""
-
-    decision: Literal["approve_once", "approve_session", "deny"]
-    reason: str = ""
-
-
-class ApprovalList(BaseModel):
-    """Pending approvals, oldest first."""
-
-    approvals: list[ApprovalInfo]
 
 
 def _session(record: SessionRecord, state: str) -> SessionInfo:

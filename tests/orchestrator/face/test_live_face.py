@@ -22,9 +22,10 @@ from orchestrator.events import (
     TextDelta,
     ToolCallDelta,
 )
-from orchestrator.face.live import EVENT_TYPES, read_page
+from orchestrator.face.live import read_page
 from orchestrator.face.server import build_face
 from orchestrator.messages import Message, TextBlock, Usage
+from orchestrator.protocol import EVENT_TYPES
 from orchestrator.runtime.embedded import embedded_runtime
 from orchestrator.runtime.host import SessionHost
 from tests.mcp_calls import call
