@@ -27,13 +27,6 @@ if TYPE_CHECKING:
     from orchestrator.policy.rules import Rule
     from orchestrator.store.eventlog import EventLog
 
-DEMO_NOTICE = (
-    "this run uses Loom's bundled scripted demo model: its words are pre-written, but every tool call "
-    "is real and runs through Loom's fs and shell MCP servers. To use a real model, set ANTHROPIC_API_KEY "
-    "(or pass --model anthropic:claude-sonnet-4-5), or pass --model openai:MODEL with OPENAI_BASE_URL and "
-    "OPENAI_API_KEY for any OpenAI-compatible endpoint (DeepSeek, Kimi, Ollama, vLLM)."
-)
-
 
 def _fail(message: str, code: int = EXIT_USAGE) -> int:
     sys.stderr.write(f"loom: error: {message}\n")
@@ -57,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from clients.cli.trust import ask_to_trust
     from orchestrator.config import ConfigError, load_config, loom_home
     from orchestrator.daemon.discovery import read_discovery
-    from orchestrator.models import ModelSpecError, choose_model_spec, resolve_model
+    from orchestrator.models import DEMO_NOTICE, DEMO_SPEC, ModelSpecError, choose_model_spec, resolve_model
     from orchestrator.models.credentials import missing_credentials
     from orchestrator.policy.rules import PolicyError
     from orchestrator.policy.trust import load_trusted_rules
@@ -88,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     problem = None if on_daemon else missing_credentials(model)
     if problem is not None:
         return _fail(f"{problem}; or choose another model with --model")
-    notice = DEMO_NOTICE if spec == "scripted:demo" else ""
+    notice = DEMO_NOTICE if spec == DEMO_SPEC else ""
     if args.mode == "bypass":
         sys.stderr.write("loom: mode bypass: every tool call runs without asking (deny rules still apply)\n")
     renderer: Callable[[Event], None] = JsonRenderer() if args.json else TerminalRenderer()

@@ -28,7 +28,8 @@ from orchestrator.face.input import CheckedServer, check_directory
 from orchestrator.face.live import read_page
 from orchestrator.face.rewind_tools import add_rewind_tools
 from orchestrator.loop.approvals import PendingApproval
-from orchestrator.models import ModelSpecError, choose_model_spec, resolve_model
+from orchestrator.models import DEMO_NOTICE, DEMO_SPEC, ModelSpecError, choose_model_spec, resolve_model
+from orchestrator.models.credentials import missing_credentials
 from orchestrator.protocol import (
     DRIVING_CLIENT_META,
     MAX_WAIT_S,
@@ -139,8 +140,15 @@ def build_face(host: SessionHost) -> MCPServer:
         check_directory(cwd)
         with _tool_errors():
             # The rule `loom run` follows too: the argument, LOOM_MODEL, the config's model, the default.
-            chosen = resolve_model(choose_model_spec(model, host.runtime.model), base_dir=Path(cwd))
-            session = await host.create_session(Path(cwd), chosen, mode, headless=headless)
+            spec = choose_model_spec(model, host.runtime.model)
+            chosen = resolve_model(spec, base_dir=Path(cwd))
+            # This process makes the model calls, so its environment decides: a missing key is refused
+            # before a session is recorded, naming the variable, rather than failing the first run.
+            problem = missing_credentials(chosen)
+            if problem is not None:
+                raise ToolError(f"{problem}; or choose another model")
+            notice = DEMO_NOTICE if spec == DEMO_SPEC else ""
+            session = await host.create_session(Path(cwd), chosen, mode, headless=headless, notice=notice)
             return session_info(await host.record(session.id))
 
     @face.tool(annotations=_READ_ONLY)
@@ -174,16 +182,19 @@ def build_face(host: SessionHost) -> MCPServer:
             return await wait_for_run(handle.run_id, wait_s, ctx)
 
     @face.tool()
-    async def resume_run(run_id: str, ctx: Context, wait_s: float = Field(0.0, ge=0, le=MAX_WAIT_S)) -> RunInfo:
+    async def resume_run(
+        run_id: str, ctx: Context, wait_s: float = Field(0.0, ge=0, le=MAX_WAIT_S), headless: bool = False
+    ) -> RunInfo:
         """Continue an interrupted (or needs_review) run under its own id, without a new message.
 
         Finished tool calls are reused, never run again; a call that was in progress is run again only if its
         tool is read-only or idempotent, otherwise the run is needs_review and asks (list_approvals /
         decide_approval: approve_once runs it again, deny skips it with your reason shown to the model,
-        cancel_run stops). Returns at once, or waits up to ``wait_s`` s like send_message.
+        cancel_run stops). Returns at once, or waits up to ``wait_s`` s like send_message. ``headless``: nobody
+        will answer a review, so a call that needs one ends the run needs_review with nothing run again.
         """
         with _tool_errors():
-            handle = await host.resume_run(run_id)
+            handle = await host.resume_run(run_id, headless=True if headless else None)
             return await wait_for_run(handle.run_id, wait_s, ctx)
 
     @face.tool(annotations=_READ_ONLY)

@@ -31,6 +31,14 @@ __all__ = [
 DEFAULT_ANTHROPIC_MODEL = "anthropic:claude-sonnet-4-5"
 DEMO_SCRIPT = Path(__file__).resolve().parent.parent / "demo" / "explore.json"
 PROVIDERS = ("anthropic", "openai", "scripted")
+DEMO_SPEC = "scripted:demo"
+DEMO_NOTICE = (
+    "this run uses Loom's bundled scripted demo model: its words are pre-written, but every tool call "
+    "is real and runs through Loom's fs and shell MCP servers. To use a real model, set ANTHROPIC_API_KEY "
+    "(or pass --model anthropic:claude-sonnet-4-5), or pass --model openai:MODEL with OPENAI_BASE_URL and "
+    "OPENAI_API_KEY for any OpenAI-compatible endpoint (DeepSeek, Kimi, Ollama, vLLM)."
+)
+"""Recorded as the first notice of a session on the demo model, whichever client created it."""
 
 
 class ModelSpecError(ValueError):

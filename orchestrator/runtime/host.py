@@ -83,10 +83,13 @@ class SessionHost(RunDesk):
 
     # -- sessions ------------------------------------------------------------------------------------
 
-    async def create_session(self, cwd: Path, model: Model, mode: str = "ask", *, headless: bool = False) -> Session:
+    async def create_session(
+        self, cwd: Path, model: Model, mode: str = "ask", *, headless: bool = False, notice: str = ""
+    ) -> Session:
         """Open a new session whose tools stay connected until the host closes.
 
-        A ``headless`` session denies what policy would ask about, since nobody will answer.
+        A ``headless`` session denies what policy would ask about, since nobody will answer. A ``notice`` is
+        recorded as the session's first notice (what a user should know about it, such as the demo model).
 
         Raises:
             HostError: ``cwd`` is not a directory, or ``mode`` is unknown.
@@ -101,16 +104,16 @@ class SessionHost(RunDesk):
             resolved = Path(await path.resolve())
         except OSError as exc:  # too long, no permission, a loop: the path cannot be used, and the reason says why
             raise HostError(f"cannot use {str(cwd)[:200]!r} as the working directory: {exc.strerror or exc}") from exc
-        return await self._open(resolved, model, mode, None, headless)
+        return await self._open(resolved, model, mode, None, headless, notice)
 
     async def _open(
-        self, cwd: Path, model: Model, mode: str, session_id: str | None, headless: bool = False
+        self, cwd: Path, model: Model, mode: str, session_id: str | None, headless: bool = False, notice: str = ""
     ) -> Session:
         assert self._tg is not None, "the host is not open"
         opened: list[Session] = []
         failed: list[str] = []
         ready = anyio.Event()
-        self._tg.start_soon(self._own_session, cwd, model, mode, session_id, headless, opened, failed, ready)
+        self._tg.start_soon(self._own_session, cwd, model, mode, session_id, (headless, notice), opened, failed, ready)
         await ready.wait()
         if not opened:
             raise HostError(f"could not open a session in {cwd}: {failed[0] if failed else 'see the Loom log'}")
@@ -123,14 +126,15 @@ class SessionHost(RunDesk):
         model: Model,
         mode: str,
         session_id: str | None,
-        headless: bool,
+        how: tuple[bool, str],
         opened: list[Session],
         failed: list[str],
         ready: anyio.Event,
     ) -> None:
         try:
+            headless, notice = how
             async with self.runtime.open_session(
-                cwd, model, mode=mode, session_id=session_id, headless=headless
+                cwd, model, mode=mode, session_id=session_id, headless=headless, notice=notice
             ) as session:
                 opened.append(session)
                 ready.set()
@@ -257,7 +261,7 @@ class SessionHost(RunDesk):
                     await other.done.wait()
                 handle.status = "running"
                 if text is None:
-                    handle.result = await session.resume(handle.run_id)
+                    handle.result = await session.resume(handle.run_id, headless=handle.headless)
                 else:
                     handle.result = await session.run(text, max_steps=max_steps, run_id=handle.run_id)
             if handle.scope.cancelled_caught:
@@ -277,8 +281,11 @@ class SessionHost(RunDesk):
         finally:
             handle.done.set()
 
-    async def resume_run(self, run_id: str) -> RunHandle:
+    async def resume_run(self, run_id: str, *, headless: bool | None = None) -> RunHandle:
         """Resume an ``interrupted`` or ``needs_review`` run under its own id, in the background.
+
+        ``headless``: nobody will answer a review, so a call that needs one ends the run ``needs_review``
+        with nothing run again (None: as the session was opened).
 
         Raises:
             HostError: no such run, it is not resumable (still going, finished, or not its session's
@@ -307,7 +314,7 @@ class SessionHost(RunDesk):
             except ResumeError as exc:
                 raise HostError(str(exc)) from exc
         assert self._tg is not None, "the host is not open"
-        handle = RunHandle(run_id=run_id, session_id=session.id)
+        handle = RunHandle(run_id=run_id, session_id=session.id, headless=headless)
         self.runs[run_id] = handle
         if never_started is not None:  # queued when Loom stopped: run the message from the beginning
             self._tg.start_soon(self._drive, session, handle, never_started.text, never_started.max_steps)

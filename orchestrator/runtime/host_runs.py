@@ -32,6 +32,8 @@ class RunHandle:
     result: RunResult | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    headless: bool | None = None
+    """For a resume: whether nobody can answer its reviews (None: as the session is)."""
 
 
 @dataclass(frozen=True, slots=True)
