@@ -286,13 +286,13 @@ def load_config(home: Path, project: Path, extra: Path | None = None) -> LoomCon
 
     Servers merge by name (a later entry replaces the whole earlier one) and ``toolTimeouts`` by key. What the
     project's file adds that could widen what runs — its ``mcpServers``, ``shell`` options looser than the
-    user's — is left out until a person trusts the project (:mod:`orchestrator.policy.trust`); the result's
+    user's — is left out until a person trusts the project (:mod:`orchestrator.trust`); the result's
     ``ignored`` says what was left out and how to trust it. ``extra`` is the user's own choice and always applies.
 
     Raises:
         ConfigError: any of the existing files is invalid; missing files are simply skipped.
     """
-    from orchestrator.policy.trust import read_project, trust_state
+    from orchestrator.trust import read_project, trust_state
 
     if extra is not None and not extra.is_file():
         raise ConfigError(f"{extra}: no such config file")

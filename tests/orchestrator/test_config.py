@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.config import ConfigError, ShellOptions, load_config, load_config_file
-from orchestrator.policy.trust import read_project, trust
+from orchestrator.trust import read_project, trust
 
 
 def write(path: Path, data: object) -> Path:

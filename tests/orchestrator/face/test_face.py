@@ -12,7 +12,7 @@ import pytest
 from mcp import Client
 
 from orchestrator.face.server import build_face
-from orchestrator.policy.trust import read_project, trust
+from orchestrator.trust import read_project, trust
 from orchestrator.runtime.embedded import embedded_runtime
 from orchestrator.runtime.host import SessionHost
 from tests.mcp_calls import call

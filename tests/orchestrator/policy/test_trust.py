@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.config import ShellOptions, load_config, loosens
-from orchestrator.policy.trust import TRUST_FILE, forget, load_trusted_rules, read_project, trust, trust_state
+from orchestrator.trust import TRUST_FILE, forget, load_trusted_rules, read_project, trust, trust_state
 
 POLICY = """
 [[rules]]
