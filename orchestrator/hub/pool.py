@@ -15,6 +15,8 @@ dispatched, after any approval; hitting it, or cancelling the caller, cancels th
 from __future__ import annotations
 
 import contextlib
+import functools
+import json
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -348,6 +350,24 @@ class Hub:
 
 
 def _validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator | None:
+    """A checked validator for ``schema``, shared by every hub in the process that sees the same schema."""
+    try:
+        text = json.dumps(schema, sort_keys=True)
+    except (TypeError, ValueError):
+        return _compile(schema)  # not JSON (no server should send this); compile it uncached
+    return _compiled(text)
+
+
+@functools.lru_cache(maxsize=512)
+def _compiled(text: str) -> jsonschema.protocols.Validator | None:
+    # Keyed by the schema's canonical text, not by server or tool: a server that changes a tool's schema gets a
+    # new validator, and every session's copy of a built-in tool (same schema) shares one. check_schema walks the
+    # metaschema through $dynamicRef and costs milliseconds per tool; validating arguments costs microseconds.
+    # Bounded, since external servers may send any number of distinct schemas over a long-lived daemon.
+    return _compile(json.loads(text))
+
+
+def _compile(schema: dict[str, Any]) -> jsonschema.protocols.Validator | None:
     try:
         cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         cls.check_schema(schema)

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from orchestrator.context.skills import SkillError, find_skills, load_skill, read_skill_file
 from orchestrator.store.interface import Store
+from servers._tools import bound_tool
 from servers._version import loom_version
 
 _READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
@@ -49,8 +50,8 @@ class SkillText(BaseModel):
     text: str
 
 
-def build_session_tools(store: Store, session_id: str, *, home: Path, project: Path) -> MCPServer:
-    """The ``loom`` server for one session: ``tool_output`` and ``skill``.
+class SessionTools:
+    """The ``loom`` tools of one session: what they may read is this object's, never another session's.
 
     Args:
         store: the session's store, where tool results are kept in full.
@@ -58,14 +59,15 @@ def build_session_tools(store: Store, session_id: str, *, home: Path, project: P
         home: Loom's home (user skills live in ``home/skills``).
         project: the project root (project skills live in ``project/.loom/skills``).
     """
-    server = MCPServer(
-        "loom",
-        version=loom_version(),
-        instructions="Loom's own tools: the full output of a cut tool result, and skill instructions.",
-        log_level="WARNING",
-    )
+
+    def __init__(self, store: Store, session_id: str, *, home: Path, project: Path) -> None:
+        self._store = store
+        self._session_id = session_id
+        self._home = home
+        self._project = project
 
     async def tool_output(
+        self,
         call_id: str,
         offset: int = Field(0, ge=0, description="character offset to start from"),
         limit: int = Field(20_000, ge=1, le=MAX_PAGE, description="characters to return"),
@@ -74,7 +76,7 @@ def build_session_tools(store: Store, session_id: str, *, home: Path, project: P
 
         Use it when a result says Loom cut it: call_id is the id the note names.
         """
-        found = await store.find_tool_result(session_id, call_id)
+        found = await self._store.find_tool_result(self._session_id, call_id)
         if found is None:
             raise ToolError(f"no finished tool call {call_id!r} in this session; use the call_id from the cut note")
         content = found.content
@@ -90,11 +92,12 @@ def build_session_tools(store: Store, session_id: str, *, home: Path, project: P
         )
 
     async def skill(
+        self,
         name: str,
         file: str | None = Field(None, description="a file of the skill, as its file list names it; omit for SKILL.md"),
     ) -> SkillText:
         """Load a skill's instructions by name (the index in your instructions lists them), or one of its files."""
-        skills, _problems = await anyio.to_thread.run_sync(find_skills, home, project)
+        skills, _problems = await anyio.to_thread.run_sync(find_skills, self._home, self._project)
         match = next((s for s in skills if s.name == name), None)
         if match is None:
             known = ", ".join(s.name for s in skills) or "none are installed"
@@ -108,6 +111,27 @@ def build_session_tools(store: Store, session_id: str, *, home: Path, project: P
             raise ToolError(str(exc)) from exc
         return SkillText(name=match.name, description=match.description, directory=str(match.path), text=text)
 
-    server.add_tool(tool_output, name="tool_output", annotations=_READ_ONLY)
-    server.add_tool(skill, name="skill", annotations=_READ_ONLY)
-    return server
+
+def build_session_tools(store: Store, session_id: str, *, home: Path, project: Path) -> MCPServer:
+    """The ``loom`` server for one session: ``tool_output`` and ``skill``.
+
+    The tools' schemas are built once per process (:mod:`servers._tools`); each server binds them to its own
+    `SessionTools`, so building one per session costs microseconds.
+
+    Args:
+        store: the session's store, where tool results are kept in full.
+        session_id: the only session whose outputs may be read.
+        home: Loom's home (user skills live in ``home/skills``).
+        project: the project root (project skills live in ``project/.loom/skills``).
+    """
+    tools = SessionTools(store, session_id, home=home, project=project)
+    return MCPServer(
+        "loom",
+        version=loom_version(),
+        instructions="Loom's own tools: the full output of a cut tool result, and skill instructions.",
+        tools=[
+            bound_tool(tools.tool_output, name="tool_output", annotations=_READ_ONLY),
+            bound_tool(tools.skill, name="skill", annotations=_READ_ONLY),
+        ],
+        log_level="WARNING",
+    )

@@ -12,6 +12,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
 from servers._stdio import serve_stdio
+from servers._tools import bound_tool
 from servers._version import loom_version
 from servers.fs._files import BeforeChange, FileTools
 from servers.fs._links import HardLinks
@@ -22,6 +23,8 @@ from servers.fs._search import SearchTools
 __all__ = ["build_server", "main"]
 
 _READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+_WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+_CHANGE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
 
 
 def build_server(
@@ -45,6 +48,19 @@ def build_server(
     """
     allowed = Roots(roots, hidden)
     listed = ", ".join(escape(str(root)) for root in allowed.all)
+    # One record of the files this server created, so a file write made may be edited even once it is linked.
+    links = HardLinks()
+    files = FileTools(allowed, before_change, links)
+    search = SearchTools(allowed, links)
+    tools: list[tuple[str, Callable[..., Any], ToolAnnotations]] = [
+        ("read", files.read, _READ_ONLY),
+        ("write", files.write, _WRITE),
+        ("edit", files.edit, _CHANGE),
+        ("delete", files.delete, _CHANGE),
+        ("list", files.list_dir, _READ_ONLY),
+        ("glob", search.glob, _READ_ONLY),
+        ("grep", search.grep, _READ_ONLY),
+    ]
     server: MCPServer = MCPServer(
         "fs",
         version=loom_version(),
@@ -52,37 +68,15 @@ def build_server(
             f"File tools confined to these directories: {listed}. Relative paths resolve against "
             f"{escape(str(allowed.primary))}, and paths in results are relative to it when inside it."
         ),
+        # Bound to this server's roots; their schemas were built once for the process (servers._tools).
+        # getdoc dedents the method docstring, which is the description the model reads.
+        tools=[
+            bound_tool(function, name=name, description=inspect.getdoc(function), annotations=hints)
+            for name, function, hints in tools
+        ],
         # MCPServer configures root logging at INFO by default; an embedding process should not inherit that.
         log_level="WARNING",
     )
-    # One record of the files this server created, so a file write made may be edited even once it is linked.
-    links = HardLinks()
-    files = FileTools(allowed, before_change, links)
-    search = SearchTools(allowed, links)
-    tools: list[tuple[str, Callable[..., Any], ToolAnnotations]] = [
-        ("read", files.read, _READ_ONLY),
-        (
-            "write",
-            files.write,
-            ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False),
-        ),
-        (
-            "edit",
-            files.edit,
-            ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False),
-        ),
-        (
-            "delete",
-            files.delete,
-            ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False),
-        ),
-        ("list", files.list_dir, _READ_ONLY),
-        ("glob", search.glob, _READ_ONLY),
-        ("grep", search.grep, _READ_ONLY),
-    ]
-    for name, function, hints in tools:
-        # getdoc dedents the method docstring, which is the description the model reads.
-        server.add_tool(function, name=name, description=inspect.getdoc(function), annotations=hints)
     return server
 
 

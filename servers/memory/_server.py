@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field
 
 from servers._database import Opened, default_database
 from servers._stdio import serve_stdio
+from servers._tools import bound_tool
 from servers._version import loom_version
 from servers.memory._db import MAX_BODY_BYTES, NAMESPACES, Database, DatabaseError, Note, NoteError, snippet, summary
 
@@ -241,15 +242,19 @@ def build_server(db_path: Path, *, project: str = "", session: str = "") -> MCPS
             "`set` stores or replaces a note; `search` finds text; `delete` removes a note; "
             "`notes_md` shows a namespace as markdown."
         ),
+        # Module functions reading this server's database from its lifespan; their schemas were built once for
+        # the process (servers._tools).
+        tools=[
+            bound_tool(set_note, name="set", annotations=_SET),
+            bound_tool(get_note, name="get", annotations=_READ),
+            bound_tool(list_notes, name="list", annotations=_READ),
+            bound_tool(search_notes, name="search", annotations=_READ),
+            bound_tool(delete_note, name="delete", annotations=_DELETE),
+            bound_tool(notes_md, name="notes_md", annotations=_READ),
+        ],
         lifespan=lifespan,
         log_level="WARNING",
     )
-    server.add_tool(set_note, name="set", annotations=_SET)
-    server.add_tool(get_note, name="get", annotations=_READ)
-    server.add_tool(list_notes, name="list", annotations=_READ)
-    server.add_tool(search_notes, name="search", annotations=_READ)
-    server.add_tool(delete_note, name="delete", annotations=_DELETE)
-    server.add_tool(notes_md, name="notes_md", annotations=_READ)
     return server
 
 

@@ -15,6 +15,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from servers._tools import bound_tool
 from servers._version import loom_version
 from servers.shell._environment import CommandEnvironment
 from servers.shell._process import Completed, StartError, run_in_process_group
@@ -27,6 +28,7 @@ MAX_TIMEOUT_S = 3600.0
 """Longest timeout a call may ask for."""
 
 _PIPE_GRACE_S = 1.0
+_RUN = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
 
 
 class RunResult(BaseModel):
@@ -315,15 +317,9 @@ def build_server(
         "shell",
         version=loom_version(),
         instructions=instructions,
+        # Bound to this server's root and sandbox; the schemas were built once for the process (servers._tools).
+        tools=[bound_tool(tools.run, name="run", description=description, annotations=_RUN)],
         # MCPServer configures root logging at INFO by default; an embedding process should not inherit that.
         log_level="WARNING",
-    )
-    server.add_tool(
-        tools.run,
-        name="run",
-        description=description,
-        annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
-        ),
     )
     return server
