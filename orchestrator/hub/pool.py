@@ -15,8 +15,6 @@ dispatched, after any approval; hitting it, or cancelling the caller, cancels th
 from __future__ import annotations
 
 import contextlib
-import functools
-import json
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +34,7 @@ from orchestrator.hub import outcomes
 from orchestrator.hub.names import namespaced, server_of
 from orchestrator.hub.outcomes import ToolOutcome, describe
 from orchestrator.hub.retry import RetryPolicy, call_with_retries, may_retry
+from orchestrator.hub.schemas import input_validator, share_output_validators
 from orchestrator.hub.timeouts import call_timeout, configured_timeout, takes_timeout
 from orchestrator.hub.transports import list_all_tools, open_client, open_errlog, stderr_tail
 from orchestrator.models.base import ToolSpec
@@ -201,6 +200,7 @@ class Hub:
                 try:
                     async with open_client(conn.target, errlog) as client:
                         tools = await list_all_tools(client)
+                        share_output_validators(client, tools)
                         scope.deadline = math.inf
                         conn.client, conn.tools, conn.error, conn.failures = client, tools, None, 0
                         ready.set()
@@ -240,7 +240,7 @@ class Hub:
                     description=tool.description or tool.title or tool.name,
                     input_schema=tool.input_schema,
                     annotations=tool.annotations,
-                    validator=_validator(tool.input_schema),
+                    validator=input_validator(tool.input_schema),
                     timeout_s=configured_timeout(
                         self._timeouts, name=name, server=conn.name, remote_name=tool.name, server_config=conn.config
                     ),
@@ -347,33 +347,6 @@ class Hub:
             await self._report(conn)
         read_only = annotations is not None and annotations.read_only_hint is True
         return outcomes.outcome_unknown(name, conn.name, f"stopped answering: {describe(exc)}", read_only=read_only)
-
-
-def _validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator | None:
-    """A checked validator for ``schema``, shared by every hub in the process that sees the same schema."""
-    try:
-        text = json.dumps(schema, sort_keys=True)
-    except (TypeError, ValueError):
-        return _compile(schema)  # not JSON (no server should send this); compile it uncached
-    return _compiled(text)
-
-
-@functools.lru_cache(maxsize=512)
-def _compiled(text: str) -> jsonschema.protocols.Validator | None:
-    # Keyed by the schema's canonical text, not by server or tool: a server that changes a tool's schema gets a
-    # new validator, and every session's copy of a built-in tool (same schema) shares one. check_schema walks the
-    # metaschema through $dynamicRef and costs milliseconds per tool; validating arguments costs microseconds.
-    # Bounded, since external servers may send any number of distinct schemas over a long-lived daemon.
-    return _compile(json.loads(text))
-
-
-def _compile(schema: dict[str, Any]) -> jsonschema.protocols.Validator | None:
-    try:
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-        cls.check_schema(schema)
-        return cls(schema)
-    except jsonschema.SchemaError:
-        return None  # the server's schema is broken; let the server judge the arguments itself
 
 
 def _validation_problem(validator: jsonschema.protocols.Validator, arguments: dict[str, Any]) -> str | None:

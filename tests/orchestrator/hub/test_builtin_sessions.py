@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from orchestrator.models.scripted import ScriptedModel
@@ -78,3 +79,32 @@ async def test_opening_sessions_builds_the_built_in_tool_schemas_once(
     assert built == []
     assert template_count() == templates
     assert {"fs__read", "shell__run", "memory__list", "loom__skill"} <= set(first)
+
+
+async def test_calls_in_new_sessions_compile_no_schema(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cwd = workspace(tmp_path, "work")
+    calls = [
+        ("memory__list", {"namespace": "user"}),
+        ("fs__read", {"path": "mine.txt"}),
+        ("shell__run", {"command": "true"}),
+        ("loom__skill", {"name": "none"}),
+    ]
+    async with embedded_runtime(tmp_path / "home") as runtime:
+        async with runtime.open_session(cwd, ScriptedModel.from_turns([])) as session:
+            for name, arguments in calls:
+                await session.hub.call(name, arguments)
+        # From here on, the hub's argument checks and the MCP client's result checks must all be the process's.
+        checked: list[object] = []
+        real = jsonschema.Draft202012Validator.check_schema
+
+        def recording(cls: type[jsonschema.Draft202012Validator], schema: object) -> None:
+            checked.append(schema)
+            real(schema)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(jsonschema.Draft202012Validator, "check_schema", classmethod(recording))
+        for _ in range(3):
+            async with runtime.open_session(cwd, ScriptedModel.from_turns([])) as session:
+                for name, arguments in calls:
+                    outcome = await session.hub.call(name, arguments)
+                    assert name == "loom__skill" or not outcome.is_error, outcome.content
+    assert checked == []
