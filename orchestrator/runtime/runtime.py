@@ -32,13 +32,13 @@ from orchestrator.models.base import Model
 from orchestrator.models.profiles import ProfileSettings
 from orchestrator.policy.protected import Protected
 from orchestrator.policy.rules import Rule
-from orchestrator.trust import load_trusted_rules
 from orchestrator.runtime.owner import owner_alive
 from orchestrator.runtime.session import DEFAULT_MAX_STEPS, RunResult, Session, new_id
 from orchestrator.runtime.session_tools import build_session_tools
 from orchestrator.store.eventlog import EventLog
 from orchestrator.store.interface import RunRecord
 from orchestrator.store.snapshots import FileSnapshots
+from orchestrator.trust import load_trusted_rules
 
 __all__ = ["DEFAULT_MAX_STEPS", "RunResult", "Runtime", "Session", "new_id"]
 
