@@ -12,9 +12,9 @@ import pytest
 from mcp import Client
 
 from orchestrator.face.server import build_face
-from orchestrator.trust import read_project, trust
 from orchestrator.runtime.embedded import embedded_runtime
 from orchestrator.runtime.host import SessionHost
+from orchestrator.trust import read_project, trust
 from tests.mcp_calls import call
 
 pytestmark = pytest.mark.anyio
