@@ -1,9 +1,12 @@
 """Rebuild a session's conversation from its stored events.
 
 This is how a session survives a restart: the store holds every user message, assistant message and
-tool result, and the model-facing history is derived from them. A tool call that never got a result
-(the process died mid-call) gets an error result saying so, because model APIs reject a tool call
-without its result, and the model should know the call's effect is unknown.
+tool result, and the model-facing history is derived from them. A session that stays open does not rebuild
+for each run: it keeps the history in memory and appends to it as this rebuild would (:func:`user_turn`),
+so the two give the same messages (tests/orchestrator/runtime/test_session_memory.py).
+
+A tool call that never got a result (the process died mid-call) gets an error result saying so, because
+model APIs reject a tool call without its result, and the model should know the call's effect is unknown.
 
 A resumed run (``run_resumed``) continues the turn its interruption left open: the results recorded
 after the resume join those recorded before it, and the resume's note to the model follows them, so
@@ -65,6 +68,11 @@ def summary_text(event: ContextCompacted) -> str:
 def summary_message(event: ContextCompacted) -> Message:
     """The user turn that stands for everything ``event`` replaced."""
     return Message(role="user", content=[TextBlock(text=summary_text(event))])
+
+
+def user_turn(text: str) -> Message:
+    """The history's message for a ``user_message`` event: an open session appends it as a rebuild would."""
+    return Message(role="user", content=[TextBlock(text=text)])
 
 
 def rebuild_history(events: Iterable[Event], *, open_tail: bool = False) -> list[Message]:
@@ -141,7 +149,7 @@ def _rebuild(events: Iterable[Event], *, open_tail: bool) -> tuple[list[Message]
     for event in events:
         if isinstance(event, UserMessage):
             close_turn()
-            history.append(Message(role="user", content=[TextBlock(text=event.text)]))
+            history.append(user_turn(event.text))
         elif isinstance(event, AssistantMessage):
             close_turn()
             if event.seq is not None:

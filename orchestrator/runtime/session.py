@@ -3,6 +3,13 @@
 A run is one user message answered by the agent loop; its final status is recorded even when it is
 cancelled or fails. The session is also where its context is managed between runs: the system
 prompt assembled for each run, compaction on request and model switches (see docs/context.md).
+
+An open session keeps its history in memory: each run appends the user's message to it and the loop
+appends the rest, so a run never re-reads what the session already holds, and the token estimates
+(running totals in the meter) and the approvals for the session carry over from run to run. The store
+stays the truth: a reopened session rebuilds the same history from its events, and so does an open one
+whenever a run ends in a way that may have left the two apart (cancelled mid-step, a store or internal
+failure, a review left open).
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import anyio.to_thread
 
 from orchestrator.context.assembly import base_prompt, build_system_prompt
 from orchestrator.context.compactor import KEEP_SHARE, CompactionReport, Compactor, SwitchError
-from orchestrator.context.history import rebuild_history
+from orchestrator.context.history import rebuild_history, user_turn
 from orchestrator.context.watermark import ContextMeter
 from orchestrator.events import (
     CompactionFailed,
@@ -111,6 +118,13 @@ class Session:
         """The events this session was reopened from, kept until its first run or resume (see ``resume``)."""
         self._told: set[str] = set()
         """Problems with instruction files or skills already reported in this session (once is enough)."""
+        self._stale = False
+        """The history in memory may differ from what the store rebuilds (a run ended mid-step): rebuild it first."""
+
+    @property
+    def busy(self) -> bool:
+        """Whether a run, a resume, a compaction or a model switch holds the session right now."""
+        return self._lock.locked()
 
     async def run(
         self,
@@ -128,7 +142,7 @@ class Session:
             orchestrator.store.interface.StoreError: the event log could not be written; the run is lost.
         """
         run_id = run_id or new_id("r")
-        self.reopened_events = None  # a run rebuilds its context from the store; the copy is not needed
+        self.reopened_events = None  # only a resume right after reopening uses the copy
         async with self._lock:
             await self.log.append(
                 RunStarted(
@@ -138,10 +152,14 @@ class Session:
             )
 
             async def body(ctx: RunContext) -> LoopResult:
-                # Each run starts from the store (the latest compaction and what follows it), so the model sees
-                # what any process reopening the session would; within the run the loop appends after each
-                # store write. Inside ``_drive``, so that a cancel landing here still ends the run on record.
-                self.history[:] = rebuild_history(await self.log.store.read_context_events(self.id))
+                # The history in memory is what the store rebuilds (the latest compaction and what follows it),
+                # so the message just stored is appended as the rebuild would place it; only a history that a
+                # run left apart from the store is read again. Inside ``_drive``, so that a cancel landing here
+                # still ends the run on record.
+                if self._stale:
+                    await self._rebuild()
+                else:
+                    self.history.append(user_turn(text))
                 return await run_loop(ctx)
 
             return await self._drive(self._context(run_id, max_steps), retry, body)
@@ -227,6 +245,7 @@ class Session:
             orchestrator.store.interface.StoreError: the outcome could not be recorded.
         """
         async with self._lock:
+            await self._rebuild_if_stale()
             system = await self.system_prompt()
             tools = [t.spec for t in self.hub.tools]
             before = self.meter.used(system, self.history, tools)
@@ -248,6 +267,7 @@ class Session:
             SwitchError: the history does not fit the new model's window and could not be compacted.
         """
         async with self._lock:
+            await self._rebuild_if_stale()
             profile = self._profile(model)
             system = await self.system_prompt()
             tools = [t.spec for t in self.hub.tools]
@@ -309,6 +329,7 @@ class Session:
             ctx.system = await self.system_prompt(ctx.run_id)
             result = await body(ctx)
         except anyio.get_cancelled_exc_class():
+            self._stale = True  # stopped anywhere: calls without results, a compaction half applied
             ended = (
                 LoopResult("interrupted", self.stopping, "", ctx.step)
                 if self.stopping
@@ -323,6 +344,7 @@ class Session:
             # The store refused a write (a full disk, say); the run must not stay "running" in the store for ever.
             # Recording its end may fail the same way, and then the original error is what the caller hears.
             result = LoopResult("failed", f"store error: {exc}", "", ctx.step)
+            self._stale = True
             try:
                 await self._finish(ctx, result)
             except StoreError:
@@ -331,6 +353,7 @@ class Session:
         except Exception as exc:
             logger.exception("run %s failed", ctx.run_id)
             result = LoopResult("failed", f"internal error: {type(exc).__name__}: {exc}", "", ctx.step)
+            self._stale = True
         await self._finish(ctx, result)
         return RunResult(ctx.run_id, result.status, result.reason, result.final_text, result.steps)
 
@@ -360,7 +383,21 @@ class Session:
                 steps=result.steps,
             )
         )
-        if result.status in ("cancelled", "needs_review"):
+        if result.status == "needs_review":
+            self._stale = True  # the reviewed calls' turn is left open in memory; the store closes it
+        if self._stale and not self.stopping:
             # Stopped mid-step, the history may hold tool calls without results, which no model accepts:
-            # take it from the store, as a reopened session would.
-            self.history[:] = rebuild_history(await self.log.store.read_events(self.id))
+            # take it from the store, as a reopened session would. (A session that is stopping is not used again.)
+            try:
+                await self._rebuild()
+            except StoreError:
+                logger.warning("session %s: history not rebuilt after run %s; the next run will", self.id, ctx.run_id)
+
+    async def _rebuild(self) -> None:
+        """Replace the history in memory by the one the store rebuilds (the caller holds the lock)."""
+        self.history[:] = rebuild_history(await self.log.store.read_context_events(self.id))
+        self._stale = False
+
+    async def _rebuild_if_stale(self) -> None:
+        if self._stale:
+            await self._rebuild()
