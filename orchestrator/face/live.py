@@ -64,18 +64,18 @@ async def read_page(
     """Events with seq > ``after_seq`` and the step in flight, waiting up to ``wait_s`` for either to change.
 
     The wait ends when a stored event comes, or the live step differs from what the caller holds
-    (``cursor``; without one, from what it was when the call began).
+    (``cursor``; without one, from what it was when the call began). Only this session's changes wake it.
     """
     deadline = anyio.current_time() + wait_s
     baseline = cursor if cursor is not None else cursor_of(log.live(session_id))
     rereads = 0
     while True:
         changed = log.watch(session_id)  # before reading: a change during the read still wakes us
-        newest = log.last_seq(session_id)
-        # While a run streams, the log knows the newest seq: a follower that holds it is waiting for text
-        # alone, and its polls (one per piece of text) need not ask the store.
-        nothing_new = newest is not None and newest <= after_seq
-        events = [] if nothing_new else await log.store.read_events(session_id, after_seq=after_seq, limit=limit)
+        # A follower a few events behind is served from the log's memory of the session's newest events, and
+        # one that holds the newest while a run streams is waiting for text alone: neither asks the store.
+        events = log.stored_since(session_id, after_seq, limit)
+        if events is None:  # an older cursor, or a session no run of this process is writing
+            events = await log.store.read_events(session_id, after_seq=after_seq, limit=limit)
         last = events[-1].seq if events and events[-1].seq is not None else after_seq
         newest = log.last_seq(session_id)
         if not events and newest is not None and newest > last and rereads < 3:

@@ -10,11 +10,21 @@ since that attempt of the step began (:meth:`EventLog.live`). A follower that ar
 the middle of a message reads it there, then the rest as it comes. The partial is dropped as soon as a
 stored event holds its text (the run's ``assistant_message``), or the attempt is given up (``model_retry``,
 ``run_finished``), so it never repeats what the store has.
+
+Readers wait per session (:meth:`EventLog.watch`, :meth:`EventLog.wait_stored`): a batch stored in one
+session wakes only that session's readers. And the log keeps, per session it wrote to lately, the newest
+stored events in memory (:meth:`EventLog.stored_since`), so that a follower a few events behind is served
+without a round trip to the store. That tail is exact because every append of this process goes through
+the log, in ``seq`` order, under one lock: it holds every event from its first ``seq`` to the newest, and
+it is dropped whenever that cannot be vouched for (a numbering gap, a failed append). Memory only says
+"nothing newer" while a run of this process is writing the session; otherwise the store is asked.
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
@@ -35,6 +45,10 @@ from orchestrator.store.interface import Store
 SUBSCRIBER_BUFFER = 10_000
 LIVE_ONLY = frozenset({"text_delta", "tool_call_delta"})
 """Event types that are published but never stored."""
+TAIL_EVENTS = 128
+"""Stored events kept in memory per session: a follower further behind reads the store."""
+IDLE_TAILS = 64
+"""Tails kept for sessions without a run in progress (most recently written first); those with one are all kept."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +89,29 @@ class _Partial:
         return LiveStep(self.run_id, self.step, self.after_seq, self.text, calls)
 
 
+@dataclass(slots=True)
+class _Tail:
+    """A session's newest stored events, each with its seq: every event with ``base < seq <= newest``."""
+
+    base: int
+    events: deque[Event] = field(default_factory=deque[Event])
+    active: bool = True
+    """A run of this process is writing the session, so nothing newer than ``newest`` is stored elsewhere."""
+
+    @property
+    def newest(self) -> int:
+        return self.base + len(self.events)
+
+    def add(self, event: Event, seq: int) -> None:
+        if seq != self.newest + 1:  # something was stored past this log (another writer): start again from here
+            self.events.clear()
+            self.base = seq - 1
+        self.events.append(event)
+        if len(self.events) > TAIL_EVENTS:
+            self.events.popleft()
+            self.base += 1
+
+
 class EventLog:
     """Durable append plus live publish for one runtime."""
 
@@ -82,11 +119,12 @@ class EventLog:
         self.store = store
         self._lock = anyio.Lock()
         self._subscribers: list[MemoryObjectSendStream[Event]] = []
-        self._stored = anyio.Event()
         self._partials: dict[str, _Partial] = {}
-        self._last_seq: dict[str, int] = {}
-        """Newest stored seq per session with a run in progress (a run starts with a stored event)."""
+        self._tails: dict[str, _Tail] = {}
+        self._idle: OrderedDict[str, None] = OrderedDict()
+        """Sessions whose tail is kept without a run in progress, least recently written first."""
         self._watches: dict[str, anyio.Event] = {}
+        self._stored_watches: dict[str, anyio.Event] = {}
 
     async def append(self, *events: Event) -> None:
         """Store ``events`` in one batch, then publish them.
@@ -101,16 +139,42 @@ class EventLog:
         # (or the store's numbering out of step with the database). A write is short and bounded.
         with anyio.CancelScope(shield=True):
             async with self._lock:
-                await self.store.append(events)
+                try:
+                    await self.store.append(events)
+                except BaseException:
+                    # Part of the batch may be stored all the same: what memory holds of these sessions
+                    # can no longer be vouched for, so their readers go to the store until the next append.
+                    for event in events:
+                        self._drop_tail(event.session_id)
+                    raise
                 self._note_stored(events)
                 self._publish(events)
-                self._stored.set()
-                self._stored = anyio.Event()
 
-    async def wait_stored(self, timeout_s: float) -> None:
-        """Return when the next batch is stored, or after ``timeout_s`` (for long-polling readers)."""
+    async def wait_stored(self, session_id: str, timeout_s: float) -> None:
+        """Return when a batch with events of ``session_id`` is stored, or after ``timeout_s``.
+
+        Only that session's batches end the wait: a reader is not woken by the traffic of others.
+        """
+        event = self._stored_watches.get(session_id)
+        if event is None:
+            event = self._stored_watches[session_id] = anyio.Event()
         with anyio.move_on_after(timeout_s):
-            await self._stored.wait()
+            await event.wait()
+
+    def stored_since(self, session_id: str, after_seq: int, limit: int) -> list[Event] | None:
+        """The session's stored events with seq > ``after_seq`` (at most ``limit``), from memory; None: ask the store.
+
+        What it returns is what the store would (the same events, in order), as far as memory reaches: None
+        when ``after_seq`` is older than the events held, or when nothing newer is held and memory cannot
+        vouch that nothing newer is stored (no run of this process is writing the session).
+        """
+        tail = self._tails.get(session_id)
+        if tail is None or after_seq < tail.base:
+            return None
+        start = after_seq - tail.base
+        if start >= len(tail.events):
+            return [] if tail.active else None
+        return list(itertools.islice(tail.events, start, start + limit))
 
     def publish_live(self, event: Event) -> None:
         """Publish an event that is not stored (a text delta); deltas also extend the session's live step."""
@@ -126,10 +190,11 @@ class EventLog:
 
     def last_seq(self, session_id: str) -> int | None:
         """The newest seq stored through this log for a session with a run in progress, else None."""
-        return self._last_seq.get(session_id)
+        tail = self._tails.get(session_id)
+        return tail.newest if tail is not None and tail.active else None
 
     def watch(self, session_id: str) -> anyio.Event:
-        """An event set at the session's next change: a stored batch with its events, or a live delta.
+        """An event set at the session's next change: a stored batch with its events, or one of its live deltas.
 
         Take it before reading, then wait on it: a change that lands during the read still wakes the reader.
         """
@@ -143,22 +208,47 @@ class EventLog:
         for event in events:
             sid = event.session_id
             touched[sid] = None
-            if event.seq is not None:
-                self._last_seq[sid] = event.seq
+            self._hold(event)
             partial = self._partials.get(sid)
             ends = isinstance(event, AssistantMessage | ModelRetry | RunFinished)
             if partial is not None and ends and getattr(event, "run_id", None) == partial.run_id:
                 del self._partials[sid]  # the stored message holds the text now, or the attempt is over
-            if isinstance(event, RunFinished | SessionArchived):
-                self._last_seq.pop(sid, None)  # only a run in progress streams; keeps the map to active sessions
         for sid in touched:
             self._notify(sid)
+            stored = self._stored_watches.pop(sid, None)
+            if stored is not None:
+                stored.set()
+
+    def _hold(self, event: Event) -> None:
+        sid = event.session_id
+        if event.seq is None or isinstance(event, SessionArchived):
+            self._drop_tail(sid)  # an archived session is not followed any more
+            return
+        tail = self._tails.get(sid)
+        if tail is None:
+            tail = self._tails[sid] = _Tail(base=event.seq - 1)
+        tail.add(event, event.seq)
+        if isinstance(event, RunFinished):
+            # Only a run in progress streams, and only while it writes does this process know the newest seq.
+            tail.active = False
+            self._idle[sid] = None
+            self._idle.move_to_end(sid)
+            while len(self._idle) > IDLE_TAILS:
+                oldest, _ = self._idle.popitem(last=False)
+                self._tails.pop(oldest, None)
+        elif not tail.active:
+            tail.active = True
+            self._idle.pop(sid, None)
+
+    def _drop_tail(self, session_id: str) -> None:
+        self._tails.pop(session_id, None)
+        self._idle.pop(session_id, None)
 
     def _note_live(self, event: TextDelta | ToolCallDelta) -> None:
         sid = event.session_id
         partial = self._partials.get(sid)
         if partial is None or (partial.run_id, partial.step) != (event.run_id, event.step):
-            partial = self._partials[sid] = _Partial(event.run_id, event.step, self._last_seq.get(sid, 0))
+            partial = self._partials[sid] = _Partial(event.run_id, event.step, self.last_seq(sid) or 0)
         if isinstance(event, TextDelta):
             partial.text += event.text
             return

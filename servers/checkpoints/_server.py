@@ -20,7 +20,7 @@ from typing import Annotated, Any
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, WithJsonSchema
 
 from servers._database import Opened, default_database
 from servers._stdio import serve_stdio
@@ -31,6 +31,12 @@ __all__ = ["build_server", "main"]
 
 _READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 _WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+
+
+_TEXTS_SCHEMA: dict[str, Any] = {
+    "type": "array",
+    "description": "each element one stored event's JSON text (a string), oldest first",
+}
 
 
 class StoreInfo(BaseModel):
@@ -47,7 +53,10 @@ class Events(BaseModel):
     # Text, not objects: the store hands back what it stored without parsing it, and the client parses
     # each event straight into its own model. Objects cost a parse here, a serialisation into the result,
     # and a generic parse and walk on the client: reading a 3,000-event session took 0.42 s, text 0.1 s.
-    events: list[str]
+    # The schema leaves out ``items``: the SDK's client checks every result against the declared schema
+    # with jsonschema, which walks an array's items one by one; for ``{"type": "string"}`` items that walk
+    # was 35-42% of reading a context of 500 to 3,000 events (the client's parse of each event checks them anyway).
+    events: Annotated[list[str], WithJsonSchema(_TEXTS_SCHEMA)]
 
 
 class ToolResult(BaseModel):
