@@ -9,6 +9,12 @@ Time limits: ``timeout`` (seconds per call) and ``toolTimeouts`` (``{"remote too
 in an ``mcpServers`` entry, and a top-level ``toolTimeouts`` keyed by namespaced tool name or server
 name that also covers Loom's built-in servers (``{"fs__grep": 30, "shell": 600}``). Which one wins
 is described in :mod:`orchestrator.hub.timeouts`.
+
+Open sessions: the top-level ``sessions`` object bounds what a long-lived runtime (the daemon) keeps
+open, ``{"sessions": {"idleCloseAfter": 600, "maxOpen": 64}}``: a session with no run in progress and no
+approval waiting is closed (its tools disconnected, its memory released) once it has been idle for
+``idleCloseAfter`` seconds, or, least recently used first, while more than ``maxOpen`` sessions are open. A
+closed session is reopened from the store when it is next used (see :mod:`orchestrator.runtime.host`).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ __all__ = [
     "ConfigError",
     "LoomConfig",
     "ServerConfig",
+    "SessionLimits",
     "ShellOptions",
     "load_config",
     "load_config_file",
@@ -82,6 +89,20 @@ class ShellOptions:
     secrets reach commands only when named here."""
 
 
+DEFAULT_IDLE_CLOSE_S = 600.0
+DEFAULT_MAX_OPEN_SESSIONS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLimits:
+    """How many sessions a long-lived runtime keeps open, and for how long (top-level ``sessions`` key)."""
+
+    idle_close_s: float = DEFAULT_IDLE_CLOSE_S
+    """``idleCloseAfter``: seconds a session may sit idle (no run, no approval waiting) before it is closed."""
+    max_open: int = DEFAULT_MAX_OPEN_SESSIONS
+    """``maxOpen``: past this many open sessions, the least recently used idle ones are closed."""
+
+
 @dataclass(frozen=True, slots=True)
 class LoomConfig:
     """Everything read from config files."""
@@ -96,6 +117,8 @@ class LoomConfig:
     """The top-level ``models``: context window and compaction threshold by model pattern."""
     ignored: tuple[str, ...] = ()
     """What an untrusted project's config asked for and did not get, one sentence each (see ``loom trust``)."""
+    sessions: SessionLimits | None = None
+    """The top-level ``sessions`` limits, or None when the file does not set them."""
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -234,7 +257,28 @@ def parse_config(text: str, path: Path) -> LoomConfig:
     tool_timeouts_s = _timeouts(data.get("toolTimeouts"), f"{path}: toolTimeouts")
     shell = _shell(data["shell"], f"{path}: shell") if "shell" in data else None
     profiles = _profiles(data.get("models"), f"{path}: models")
-    return LoomConfig(model=model, servers=servers, tool_timeouts_s=tool_timeouts_s, shell=shell, profiles=profiles)
+    sessions = _sessions(data["sessions"], f"{path}: sessions") if "sessions" in data else None
+    return LoomConfig(
+        model=model,
+        servers=servers,
+        tool_timeouts_s=tool_timeouts_s,
+        shell=shell,
+        profiles=profiles,
+        sessions=sessions,
+    )
+
+
+def _sessions(raw: object, where: str) -> SessionLimits:
+    if not isinstance(raw, dict):
+        raise ConfigError(f'{where} must be an object like {{"idleCloseAfter": 600, "maxOpen": 64}}')
+    unknown = sorted(set(raw) - {"idleCloseAfter", "maxOpen"})
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; the keys are 'idleCloseAfter' and 'maxOpen'")
+    idle = _number(raw.get("idleCloseAfter"), f"{where}.idleCloseAfter", DEFAULT_IDLE_CLOSE_S)
+    most = raw.get("maxOpen", DEFAULT_MAX_OPEN_SESSIONS)
+    if isinstance(most, bool) or not isinstance(most, int) or most < 1:
+        raise ConfigError(f"{where}.maxOpen must be a whole number of sessions, at least 1")
+    return SessionLimits(idle_close_s=idle, max_open=most)
 
 
 def _profiles(raw: object, where: str) -> dict[str, ProfileSettings]:
@@ -320,12 +364,14 @@ def load_config(home: Path, project: Path, extra: Path | None = None) -> LoomCon
     tool_timeouts_s: dict[str, float] = {}
     shell: ShellOptions | None = None
     profiles: dict[str, ProfileSettings] = {}
+    sessions: SessionLimits | None = None
     for cfg in layers:
         model = cfg.model or model
         servers.update({s.name: s for s in cfg.servers})
         tool_timeouts_s.update(cfg.tool_timeouts_s)
         shell = cfg.shell or shell
         profiles.update(cfg.profiles)
+        sessions = cfg.sessions or sessions
     return LoomConfig(
         model=model,
         servers=tuple(servers.values()),
@@ -333,6 +379,7 @@ def load_config(home: Path, project: Path, extra: Path | None = None) -> LoomCon
         shell=shell,
         profiles=profiles,
         ignored=tuple(ignored),
+        sessions=sessions,
     )
 
 

@@ -1,9 +1,13 @@
 """The session host: long-lived sessions whose runs go on in the background.
 
 The MCP face (:mod:`orchestrator.face.server`) drives this; nothing here knows about MCP. Each open
-session's tools stay connected until the host closes, in a task the host owns (a hub holds task
-groups, which must be entered and left in one task). Each run is a task with its own cancel scope,
-so a call that starts a run returns at once and another call can cancel it.
+session's tools stay connected in a task the host owns (a hub holds task groups, which must be entered
+and left in one task) until the session is closed: when the host closes, or when the session has been idle
+too long or is the least recently used past the cap (``sessions`` in the config, see
+:mod:`orchestrator.runtime.idle`). A session with a run in progress or queued, or an approval waiting, is
+never closed; a closed one is reopened from the store the next time it is used, so memory and server
+connections are bounded by the sessions in use, not by every session ever opened. Each run is a task with
+its own cancel scope, so a call that starts a run returns at once and another call can cancel it.
 
 Sessions and runs are plain ids that survive restarts: a session not open in this process is
 reopened from the store (history rebuilt from its events), and runs are read from the store. On
@@ -27,11 +31,13 @@ from typing import Self
 import anyio
 from anyio.abc import TaskGroup
 
+from orchestrator.config import SessionLimits
 from orchestrator.events import RunQueued, RunStarted, SessionArchived
 from orchestrator.loop.approvals import MODES
 from orchestrator.loop.resume import RESUMABLE, ResumeError, find_resume_point
 from orchestrator.models.base import Model
 from orchestrator.runtime.host_runs import HostError, RunDesk, RunHandle, RunView
+from orchestrator.runtime.idle import CLOSE_WAIT_S, IDLE_GRACE_S, IdleCloser, OpenSession
 from orchestrator.runtime.owner import this_process
 from orchestrator.runtime.runtime import RunResult, Runtime, Session, new_id
 from orchestrator.store.interface import SessionRecord
@@ -51,13 +57,33 @@ def _resolve(spec: str, cwd: Path) -> Model:
     return resolve_model(spec, base_dir=cwd)
 
 
-class SessionHost(RunDesk):
-    """Owns sessions and their background runs for the life of one runtime."""
+class SessionHost(RunDesk, IdleCloser):
+    """Owns sessions and their background runs for the life of one runtime.
 
-    def __init__(self, runtime: Runtime, resolve_model: ModelResolver | None = None) -> None:
+    ``limits`` (default: :class:`~orchestrator.config.SessionLimits`) say how long an idle session stays open and
+    how many may; ``grace_s`` is how recently used a session must be to stay open past the cap.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        resolve_model: ModelResolver | None = None,
+        *,
+        limits: SessionLimits | None = None,
+        grace_s: float = IDLE_GRACE_S,
+    ) -> None:
         self.runtime = runtime
         self.sessions: dict[str, Session] = {}
+        """The open sessions, by id."""
         self.runs: dict[str, RunHandle] = {}
+        self.limits = limits or SessionLimits()
+        self._grace_s = grace_s
+        self._held: dict[str, OpenSession] = {}
+        self._leaving: dict[str, OpenSession] = {}
+        """Sessions being closed: reopening one waits until its tools are disconnected."""
+        self._headless: set[str] = set()
+        """Closed sessions that were opened headless, so that reopening them keeps them so (the store has no field)."""
+        self._wake = anyio.Event()
         self._resolve_model: ModelResolver = resolve_model or _resolve
         self._exit = contextlib.AsyncExitStack()
         self._tg: TaskGroup | None = None
@@ -69,6 +95,7 @@ class SessionHost(RunDesk):
     async def __aenter__(self) -> Self:
         self._tg = await self._exit.enter_async_context(anyio.create_task_group())
         self.interrupted = await self.runtime.mark_interrupted()
+        self._tg.start_soon(self._close_idle_forever)
         return self
 
     async def __aexit__(
@@ -79,6 +106,9 @@ class SessionHost(RunDesk):
         for handle in self.runs.values():
             handle.scope.cancel()
         self._closing.set()
+        self._wake.set()
+        for entry in self._held.values():
+            entry.close.set()
         await self._exit.__aexit__(exc_type, exc, tb)
 
     # -- sessions ------------------------------------------------------------------------------------
@@ -86,7 +116,7 @@ class SessionHost(RunDesk):
     async def create_session(
         self, cwd: Path, model: Model, mode: str = "ask", *, headless: bool = False, notice: str = ""
     ) -> Session:
-        """Open a new session whose tools stay connected until the host closes.
+        """Open a new session; its tools stay connected until it is closed (idle, or the host closing).
 
         A ``headless`` session denies what policy would ask about, since nobody will answer. A ``notice`` is
         recorded as the session's first notice (what a user should know about it, such as the demo model).
@@ -110,41 +140,50 @@ class SessionHost(RunDesk):
         self, cwd: Path, model: Model, mode: str, session_id: str | None, headless: bool = False, notice: str = ""
     ) -> Session:
         assert self._tg is not None, "the host is not open"
-        opened: list[Session] = []
+        entry = OpenSession(session_id or "", anyio.current_time())
         failed: list[str] = []
         ready = anyio.Event()
-        self._tg.start_soon(self._own_session, cwd, model, mode, session_id, (headless, notice), opened, failed, ready)
+        self._tg.start_soon(self._own_session, cwd, model, mode, (headless, notice), entry, failed, ready)
         await ready.wait()
-        if not opened:
+        session = entry.session
+        if session is None:
             raise HostError(f"could not open a session in {cwd}: {failed[0] if failed else 'see the Loom log'}")
-        self.sessions[opened[0].id] = opened[0]
-        return opened[0]
+        entry.session_id, entry.used = session.id, anyio.current_time()
+        self.sessions[session.id] = session
+        self._held[session.id] = entry
+        if self._closing.is_set():
+            entry.close.set()  # opened while the host was closing: it must not keep the host's task group open
+        self._wake.set()  # one more open session: past the cap, the least recently used idle one goes
+        return session
 
     async def _own_session(
         self,
         cwd: Path,
         model: Model,
         mode: str,
-        session_id: str | None,
         how: tuple[bool, str],
-        opened: list[Session],
+        entry: OpenSession,
         failed: list[str],
         ready: anyio.Event,
     ) -> None:
         try:
             headless, notice = how
+            session_id = entry.session_id or None
             async with self.runtime.open_session(
                 cwd, model, mode=mode, session_id=session_id, headless=headless, notice=notice
             ) as session:
-                opened.append(session)
+                entry.session = session
                 ready.set()
-                await self._closing.wait()
+                await entry.close.wait()
         except Exception as exc:  # a bad policy file or a store error fails this session, never the host
             if ready.is_set():
-                raise
-            failed.append(str(exc))
+                # Its servers failed while closing: the session is gone either way; the host goes on.
+                logger.warning("session %s closed with an error: %s", entry.session_id, exc, exc_info=True)
+            else:
+                failed.append(str(exc))
         finally:
             ready.set()
+            entry.closed.set()
 
     async def session(self, session_id: str) -> Session:
         """An open session, reopening it from the store if this process has not opened it yet.
@@ -153,9 +192,15 @@ class SessionHost(RunDesk):
             HostError: no such session, or it is archived, or its directory or model is gone.
         """
         if session_id in self.sessions:
+            self._touch(session_id)
             return self.sessions[session_id]
         async with self._opening:
+            leaving = self._leaving.get(session_id)
+            if leaving is not None:  # its tools are being disconnected; the store already has all of it
+                with anyio.move_on_after(CLOSE_WAIT_S):
+                    await leaving.closed.wait()
             if session_id in self.sessions:
+                self._touch(session_id)
                 return self.sessions[session_id]
             record = await self.record(session_id)
             if record.archived:
@@ -166,7 +211,10 @@ class SessionHost(RunDesk):
                 model = self._resolve_model(record.model, Path(record.cwd))
             except ValueError as exc:
                 raise HostError(f"cannot reopen session {session_id!r}: {exc}") from exc
-            return await self._open(Path(record.cwd), model, record.mode, session_id)
+            headless = session_id in self._headless
+            session = await self._open(Path(record.cwd), model, record.mode, session_id, headless)
+            self._headless.discard(session_id)
+            return session
 
     async def record(self, session_id: str) -> SessionRecord:
         """A session's stored record.
@@ -280,6 +328,8 @@ class SessionHost(RunDesk):
             handle.result = RunResult(handle.run_id, "failed", f"{type(exc).__name__}: {exc}", "", 0)
         finally:
             handle.done.set()
+            self._touch(session.id)  # idle from now on, not from when the run started
+            self._wake.set()
 
     async def resume_run(self, run_id: str, *, headless: bool | None = None) -> RunHandle:
         """Resume an ``interrupted`` or ``needs_review`` run under its own id, in the background.
@@ -314,6 +364,8 @@ class SessionHost(RunDesk):
             except ResumeError as exc:
                 raise HostError(str(exc)) from exc
         assert self._tg is not None, "the host is not open"
+        # Again: the reads above may have taken long enough for an idle session to be closed meanwhile.
+        session = await self.session(record.session_id)
         handle = RunHandle(run_id=run_id, session_id=session.id, headless=headless)
         self.runs[run_id] = handle
         if never_started is not None:  # queued when Loom stopped: run the message from the beginning
