@@ -4,8 +4,9 @@ Not part of the test suite: timings on a shared machine are too noisy to fail a 
 figure compares two things measured alternately in the same process or run, takes medians over
 repetitions after a warm-up, and is printed with its target and PASS/MISS. See docs/performance.md.
 
-    python -m benchmarks            # full run, about 70 s
-    python -m benchmarks --quick    # smoke run, about 20 s
+    python -m benchmarks            # full run, about 8 minutes
+    python -m benchmarks --quick    # smoke run, about 2 minutes
+    python -m benchmarks --only delegate --only crowd   # some groups only
     python -m benchmarks --json out.json
     python -m benchmarks --profile  # cProfile of one 200-step loop run instead
 """
@@ -22,13 +23,27 @@ import pstats
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 
-from benchmarks import calls, context, live, loop, resume, startup, store
+from benchmarks import (
+    attach,
+    calls,
+    context,
+    crowd,
+    delegate,
+    keepalive,
+    live,
+    loop,
+    memory,
+    resume,
+    sends,
+    startup,
+    store,
+)
 from benchmarks._report import Figure, render
 
 
@@ -113,6 +128,55 @@ async def _in_process(plan: Plan, home: Path) -> list[Figure]:
     return figures
 
 
+GROUPS = (
+    "startup",
+    "in-process",
+    "resume",
+    "context",
+    "live",
+    "delegate",
+    "sends",
+    "keepalive",
+    "crowd",
+    "memory",
+    "attach",
+)
+"""The benchmark groups, in the order they run; ``--only`` picks some."""
+
+
+def _groups(plan: Plan, tmp: Path, quick: bool) -> list[tuple[str, Callable[[], list[Figure]]]]:
+    """Each group's name and a function that runs it in a directory of its own under ``tmp``."""
+
+    def where(name: str) -> Path:
+        path = tmp / name
+        path.mkdir()
+        return path
+
+    def run_startup() -> list[Figure]:
+        return [
+            startup.measure(plan.startup_runs, plan.startup_warmup),
+            startup.measure_runtime_import(plan.import_runs, warmup=1),
+            startup.measure_listing(plan.startup_runs, plan.startup_warmup),
+        ]
+
+    groups: list[tuple[str, Callable[[], list[Figure]]]] = [
+        ("startup", run_startup),
+        ("in-process", lambda: anyio.run(_in_process, plan, where("in-process"))),
+        ("resume", lambda: [resume.measure(where("resume"), plan.resume_steps, plan.resume_reps)]),
+        ("context", lambda: [anyio.run(context.measure, where("context"), plan.context_reps, plan.context_events)]),
+        ("live", lambda: live.measure(where("live"), quick=quick)),
+        # Issue 13: delegation, long sessions and many sessions, each through real `loom` subprocesses.
+        ("delegate", lambda: delegate.measure(where("delegate"), quick=quick)),
+        ("sends", lambda: [sends.measure(where("sends"), quick=quick)]),
+        ("keepalive", lambda: keepalive.measure(where("keepalive"), quick=quick)),
+        ("crowd", lambda: crowd.measure(where("crowd"), quick=quick)),
+        ("memory", lambda: [memory.measure(where("memory"), quick=quick)]),
+        ("attach", lambda: [attach.measure(where("attach"), quick=quick)]),
+    ]
+    assert tuple(name for name, _ in groups) == GROUPS
+    return groups
+
+
 def _machine() -> dict[str, object]:
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
     return {
@@ -150,6 +214,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few repetitions: a smoke test, not figures")
     parser.add_argument("--json", metavar="PATH", type=Path, help="also write the figures as JSON to PATH")
+    parser.add_argument(
+        "--only", metavar="GROUP", action="append", choices=GROUPS, help=f"run only these groups: {', '.join(GROUPS)}"
+    )
     parser.add_argument("--profile", action="store_true", help="print a cProfile of one 200-step loop run and exit")
     args = parser.parse_args(argv)
     if args.profile:
@@ -164,16 +231,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         flush=True,
     )
     started = time.perf_counter()
-    figures = [startup.measure(plan.startup_runs, plan.startup_warmup)]
-    figures.append(startup.measure_runtime_import(plan.import_runs, warmup=1))
-    figures.append(startup.measure_listing(plan.startup_runs, plan.startup_warmup))
+    figures: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="loom-bench-") as tmp:
-        figures.extend(anyio.run(_in_process, plan, Path(tmp)))
-        (Path(tmp) / "resume").mkdir()
-        figures.append(resume.measure(Path(tmp) / "resume", plan.resume_steps, plan.resume_reps))
-        (Path(tmp) / "context").mkdir()
-        figures.append(anyio.run(context.measure, Path(tmp) / "context", plan.context_reps, plan.context_events))
-        figures.extend(live.measure(Path(tmp) / "live", quick=args.quick))
+        for name, run in _groups(plan, Path(tmp), args.quick):
+            if args.only and name not in args.only:
+                continue
+            began = time.perf_counter()
+            figures.extend(run())
+            print(f"  {name}: {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
     elapsed = time.perf_counter() - started
     print(render(figures))
     print(f"({elapsed:.0f} s)")

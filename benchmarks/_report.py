@@ -7,6 +7,7 @@ mostly does not.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -30,10 +31,15 @@ class Figure:
     notes: list[str] = field(default_factory=list[str])
     data: dict[str, Any] = field(default_factory=dict[str, Any])
     """Raw numbers for ``--json``."""
+    miss_reason: str | None = None
+    """Set when the benchmark could not produce its figure as asked (a time cap reached, runs not finished):
+    the figure is a MISS whatever its ratio, and the reason is printed with its notes."""
 
     @property
     def status(self) -> str:
         """``PASS``, ``MISS`` or ``info``."""
+        if self.miss_reason is not None:
+            return "MISS"
         if self.target is None:
             return "info"
         return "PASS" if self.ratio <= self.target else "MISS"
@@ -49,6 +55,7 @@ class Figure:
             "target": self.target,
             "status": self.status,
             "notes": self.notes,
+            "miss_reason": self.miss_reason,
             "data": self.data,
         }
 
@@ -83,6 +90,8 @@ def fmt_time(seconds: float) -> str:
 
 def fmt_ratio(ratio: float) -> str:
     """``3.21×``; large ratios without decimals."""
+    if math.isinf(ratio):
+        return "∞"
     return f"{ratio:,.0f}×" if ratio >= 100 else f"{ratio:.2f}×"
 
 
@@ -98,4 +107,6 @@ def render(figures: Sequence[Figure]) -> str:
     lines.insert(1, "  ".join("-" * w for w in widths))
     for n, fig in enumerate(figures, 1):
         lines.extend(f"[{n}] {note}" for note in fig.notes)
+        if fig.miss_reason is not None:
+            lines.append(f"[{n}] MISS: {fig.miss_reason}")
     return "\n".join(lines)
