@@ -11,7 +11,7 @@ name that also covers Loom's built-in servers (``{"fs__grep": 30, "shell": 600}`
 is described in :mod:`orchestrator.hub.timeouts`.
 
 Open sessions: the top-level ``sessions`` object bounds what a long-lived runtime (the daemon) keeps
-open, ``{"sessions": {"idleCloseAfter": 600, "maxOpen": 64}}``: a session with no run in progress and no
+open, ``{"sessions": {"idleCloseAfter": 600, "maxOpen": 16}}``: a session with no run in progress and no
 approval waiting is closed (its tools disconnected, its memory released) once it has been idle for
 ``idleCloseAfter`` seconds, or, least recently used first, while more than ``maxOpen`` sessions are open. A
 closed session is reopened from the store when it is next used (see :mod:`orchestrator.runtime.host`).
@@ -90,7 +90,7 @@ class ShellOptions:
 
 
 DEFAULT_IDLE_CLOSE_S = 600.0
-DEFAULT_MAX_OPEN_SESSIONS = 64
+DEFAULT_MAX_OPEN_SESSIONS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,7 +270,7 @@ def parse_config(text: str, path: Path) -> LoomConfig:
 
 def _sessions(raw: object, where: str) -> SessionLimits:
     if not isinstance(raw, dict):
-        raise ConfigError(f'{where} must be an object like {{"idleCloseAfter": 600, "maxOpen": 64}}')
+        raise ConfigError(f'{where} must be an object like {{"idleCloseAfter": 600, "maxOpen": 16}}')
     unknown = sorted(set(raw) - {"idleCloseAfter", "maxOpen"})
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r}; the keys are 'idleCloseAfter' and 'maxOpen'")
