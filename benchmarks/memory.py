@@ -68,6 +68,9 @@ def measure(base: Path, *, quick: bool = False) -> Figure:
     last_n = max(rss)
     growth = (rss[last_n] - first) / max(1, last_n - marks[0])
     curve = ", ".join(f"{n}: {rss[n] / _MIB:.0f} MiB" for n in sorted(rss))
+    # The second half's slope tells a plateau (bounded, above RSS(10) by the sessions kept open) from growth.
+    half = min(sorted(rss), key=lambda n: abs(n - last_n / 2))
+    late = (rss[last_n] - rss[half]) / max(1, last_n - half)
     miss = None
     if capped or done < total:
         miss = f"the {CAP_S:.0f} s cap was reached after {done} of {total} sessions"
@@ -79,10 +82,16 @@ def measure(base: Path, *, quick: bool = False) -> Figure:
         target=TARGET,
         notes=[
             f"RSS by sessions opened ({curve}); {WORKERS} clients at once, a session and its run "
-            f"{per_session * 1000:.0f} ms (median); {elapsed:.0f} s"
+            f"{per_session * 1000:.0f} ms (median); {elapsed:.0f} s",
+            f"from {half:,} to {last_n:,} sessions: {late / 1024:+.0f} KiB per session",
         ],
         miss_reason=miss,
-        data={"rss_bytes": {str(n): v for n, v in sorted(rss.items())}, "sessions": done, "per_session_s": per_session},
+        data={
+            "rss_bytes": {str(n): v for n, v in sorted(rss.items())},
+            "sessions": done,
+            "per_session_s": per_session,
+            "late_growth_bytes_per_session": late,
+        },
     )
 
 
