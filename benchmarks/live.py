@@ -6,7 +6,7 @@ answer in pieces of ``CHUNK_CHARS`` characters, ``CHUNK_DELAY_S`` apart (a fast 
 *produced* at its ``text_delta``'s ``ts``: the wall-clock time the loop took it from the model, read here
 through an event-log subscriber.
 
-**The followers** are the CLI's :class:`~clients.cli.remote.LiveFollower` (what ``loom attach`` runs), one
+**The followers** are the CLI's :class:`~clients.loom.LiveFollower` (what ``loom attach`` runs), one
 MCP client per session (as separate ``loom attach`` processes would be), all in one child process, so
 the daemon and its clients have a core each. A piece has *arrived* when a follower's page holds its last
 character (wall clock again: both processes read the same clock). Every follower must reassemble exactly
@@ -186,11 +186,12 @@ async def _follow_one(
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    from clients.cli.remote import LiveFollower
-    from orchestrator.daemon.client import http_client
+    from clients.loom import LiveFollower, LoomClient
+    from clients.loom.daemon import http_client
     from orchestrator.events import AssistantMessage, RunFinished, TextDelta
 
-    async with http_client(token) as http, Client(streamable_http_client(url, http_client=http)) as client:
+    async with http_client(token) as http, Client(streamable_http_client(url, http_client=http)) as session:
+        client = LoomClient(session, on_daemon=True)
         follower = LiveFollower(sid)
         await follower.next(client, 0)  # connected, the session's history read: ready for its text
         ready["count"] += 1

@@ -27,8 +27,8 @@ from mcp.client.context import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 
+from clients.loom.daemon import READ_TIMEOUT_S, http_client
 from orchestrator.daemon import Discovery, TokenError, load_token, read_discovery
-from orchestrator.daemon.client import READ_TIMEOUT_S, http_client
 
 logger = logging.getLogger(__name__)
 

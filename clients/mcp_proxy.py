@@ -9,7 +9,7 @@ When the daemon asks the caller something (``review_approval`` elicits a decisio
 relayed in whichever era the caller speaks: a 2026-07-28 caller gets the daemon's
 ``InputRequiredResult`` and answers it by calling again; a handshake-era caller is asked over its
 back-channel and the answer is sent on to the daemon. Every forwarded call names the client driving
-us in its ``_meta`` (:data:`~orchestrator.daemon.client.DRIVING_CLIENT_META`), so that what it decides is
+us in its ``_meta`` (:data:`~orchestrator.protocol.DRIVING_CLIENT_META`), so that what it decides is
 recorded as decided by it.
 
 Whichever way ``loom mcp`` runs (attached, embedded, or refusing because it cannot run), it introduces

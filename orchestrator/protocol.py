@@ -37,6 +37,7 @@ __all__ = [
     "RewindInfo",
     "RunInfo",
     "SessionInfo",
+    "STORE_FAILURE",
     "SessionList",
 ]
 
@@ -46,6 +47,9 @@ MAX_WAIT_S = 60.0
 FINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "interrupted", "needs_review"})
 """Statuses a run waited on with ``get_run`` stops at (a resumed run is ``needs_review`` only while it waits
 for a review, or at its end when nobody could give one)."""
+
+STORE_FAILURE = "store error: "
+"""How a failed run's ``reason`` starts when Loom's database failed (a full disk, say); the rest says why."""
 
 DRIVING_CLIENT_META = "loom/driving-client"
 """The ``_meta`` key ``loom mcp`` sets on every call it forwards: the ``clientInfo`` name of the client

@@ -36,6 +36,7 @@ __all__ = [
     "trust",
     "trust_state",
     "trusted_digest",
+    "untrusted_notes",
 ]
 
 TRUST_FILE = "trusted.json"
@@ -189,3 +190,24 @@ def load_trusted_rules(home: Path, project: Path) -> tuple[list[Rule], list[str]
     note = f"ignoring {len(allows)} allow rule(s) of {snapshot.policy_path} ({listed}): {why}; review them and run "
     note += f"`loom trust` in {project} to use them"
     return rules + [rule for rule in found if rule.action != "allow"], [note]
+
+
+def untrusted_notes(home: Path, project: Path, extra: Path | None = None) -> list[str]:
+    """What the project's config and rules ask for and do not get until it is trusted (empty: nothing).
+
+    Args:
+        home: the Loom home (the user's configuration and ``trusted.json``).
+        project: the project directory.
+        extra: one more configuration file, as ``load_config`` takes it (``loom run --config``).
+
+    Raises:
+        orchestrator.config.ConfigError: the config file or a rule file is invalid (the message names it).
+    """
+    from orchestrator.config import ConfigError, load_config
+    from orchestrator.policy.rules import PolicyError
+
+    ignored = list(load_config(home, project, extra).ignored)
+    try:
+        return ignored + load_trusted_rules(home, project)[1]
+    except PolicyError as exc:
+        raise ConfigError(str(exc)) from exc

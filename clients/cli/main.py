@@ -29,6 +29,19 @@ def _positive_int(text: str) -> int:
     return value
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed package's version, read only when asked (``--help`` stays fast)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help=str(kwargs.get("help", "")))
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        from servers._version import loom_version
+
+        sys.stdout.write(f"loom {loom_version()}\n")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole command-line grammar."""
     parser = argparse.ArgumentParser(
@@ -37,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version="loom 0.1.0")
+    parser.add_argument("--version", action=_Version, help="show Loom's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     run = sub.add_parser("run", help="run one session headless in the current directory")
@@ -190,7 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return context.compact(args) if args.command == "compact" else context.switch(args)
     if args.command in ("sessions", "send", "attach", "approvals", "approve", "deny"):
-        from clients.cli import remote
+        from clients.cli import sessions as remote
 
         if args.command == "approve":
             return remote.decide(args, "approve_session" if args.session else "approve_once")

@@ -3,7 +3,7 @@
 If a daemon (``loom serve``) is running for this ``LOOM_HOME``, attach to it, so that every client
 sees the same sessions: :mod:`clients.mcp_proxy` forwards each tool call to it. Otherwise run an
 embedded runtime in this process and serve the face directly. One process at a time may run sessions
-on a home (:mod:`orchestrator.runtime.lock`): while another embedded runtime holds it, this one refuses
+on a home: while another embedded runtime holds it, this one refuses
 and says to start ``loom serve``, which every client then shares.
 
 When Loom cannot run (a bad config, the home in use, a store that will not open, a daemon that refuses
@@ -24,7 +24,6 @@ still going are recorded as interrupted.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import signal
@@ -37,7 +36,6 @@ import anyio
 from clients.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:
-    from mcp import types as mt
     from mcp.server import Server
 
 logger = logging.getLogger("loom.mcp")
@@ -122,7 +120,7 @@ async def _attach_or_embed(home: Path, serving: anyio.CancelScope) -> int:
     from clients.daemon_link import DaemonGone, DaemonLink, DaemonRefused
     from clients.mcp_proxy import build_proxy
     from orchestrator.daemon import read_discovery
-    from orchestrator.runtime.lock import HomeInUse
+    from orchestrator.face.local import CannotOpen
 
     deadline = anyio.current_time() + DAEMON_START_S
     while True:
@@ -141,8 +139,8 @@ async def _attach_or_embed(home: Path, serving: anyio.CancelScope) -> int:
                     return EXIT_OK
         try:
             return await _serve_embedded(home, serving)
-        except HomeInUse as exc:
-            if exc.command == "loom serve" and anyio.current_time() < deadline:
+        except CannotOpen as exc:
+            if exc.holder == "loom serve" and anyio.current_time() < deadline:
                 # A daemon starting (not listening yet) or stopping: attach to it, or embed once it is gone.
                 await anyio.sleep(0.1)
                 continue
@@ -166,42 +164,32 @@ async def _serve_embedded(home: Path, serving: anyio.CancelScope) -> int:
     """Serve the face over a runtime of our own; an unusable config or store is answered with :func:`_refuse`.
 
     Raises:
-        orchestrator.runtime.lock.HomeInUse: another process runs sessions on ``home``.
+        orchestrator.face.local.CannotOpen: another process runs sessions on ``home`` (``usage`` is set).
     """
     from mcp.server.stdio import stdio_server
 
-    from orchestrator.config import ConfigError, load_config
-    from orchestrator.face.server import build_face
-    from orchestrator.runtime.embedded import embedded_runtime
-    from orchestrator.runtime.host import SessionHost
-    from orchestrator.runtime.lock import HomeInUse
-    from orchestrator.store.interface import StoreError
+    from orchestrator.face.local import CannotOpen, ConfigError, open_runtime
 
     try:
-        config = load_config(home, Path.cwd())
+        # The runtime first (a failure is answered before any protocol), then stdio, then the face's session
+        # host, so that the host is closed (runs recorded) before stdio_server exits.
+        async with open_runtime(home) as local:
+            async with stdio_server() as (read, write):
+                async with local.face() as face:
+                    # What MCPServer.run_stdio_async does, over streams we own; the low-level server has no
+                    # public accessor in SDK 2.3.0 (the SDK's own Client reaches it the same way).
+                    await _run(face._lowlevel_server, read, write, serving)
+                _exit_if_stopped_by_signal(serving)
+            return EXIT_OK
     except ConfigError as exc:
         reason = (
             f"its configuration is invalid: {exc}. Fix it, then restart Loom's MCP server (reconnect it in your client)"
         )
         return await _refuse(home, reason, EXIT_USAGE, serving)
-    async with contextlib.AsyncExitStack() as opened:
-        try:
-            # Store first (a failure is answered before any protocol), then stdio, then the host, so that
-            # the host is closed (runs recorded) before stdio_server exits.
-            runtime = await opened.enter_async_context(embedded_runtime(home, config=config))
-        except HomeInUse:
+    except CannotOpen as exc:
+        if exc.usage:
             raise
-        except StoreError as exc:
-            failure = str(exc)
-        else:
-            async with stdio_server() as (read, write):
-                async with SessionHost(runtime) as host:
-                    # What MCPServer.run_stdio_async does, over streams we own; the low-level server has
-                    # no public accessor in SDK 2.3.0 (the SDK's own Client reaches it the same way).
-                    await _run(build_face(host)._lowlevel_server, read, write, serving)
-                _exit_if_stopped_by_signal(serving)
-            return EXIT_OK
-    return await _refuse(home, failure, EXIT_FAILED, serving)
+        return await _refuse(home, str(exc), EXIT_FAILED, serving)
 
 
 async def _refuse(home: Path, reason: str, code: int, serving: anyio.CancelScope) -> int:
@@ -216,18 +204,7 @@ async def _refuse(home: Path, reason: str, code: int, serving: anyio.CancelScope
     from clients.mcp_proxy import build_refusal
 
     _fail(reason, code)
-    await _serve_over_stdio(build_refusal(reason, await _face_tools(home)), serving)
+    from orchestrator.face.local import face_tools
+
+    await _serve_over_stdio(build_refusal(reason, await face_tools(home)), serving)
     return code
-
-
-async def _face_tools(home: Path) -> list[mt.Tool]:
-    """The face's tools, from a face over a runtime that is never opened (nothing is read, written or locked)."""
-    from orchestrator.face.server import build_face
-    from orchestrator.home import DB_NAME
-    from orchestrator.runtime.host import SessionHost
-    from orchestrator.runtime.runtime import Runtime
-    from orchestrator.store.checkpoints import CheckpointStore
-    from orchestrator.store.eventlog import EventLog
-
-    unopened = Runtime(EventLog(CheckpointStore(home / DB_NAME)), home=home)
-    return await build_face(SessionHost(unopened)).list_tools()

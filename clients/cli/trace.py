@@ -1,7 +1,7 @@
 """``loom trace RUN``: a run's timeline (model calls, tool calls with durations, approvals, errors).
 
 The timeline is derived from the run's stored events: through the daemon's face when a daemon runs,
-else from the database directly (:mod:`clients.cli.peek`, no MCP SDK to import), which gives the same
+else from the database directly (:mod:`orchestrator.store.peek`, no MCP SDK to import), which gives the same
 events. ``--jsonl`` prints one JSON object per timeline entry for scripts; ``loom export`` prints the raw
 events instead. A policy denial's reason is shown whole: its last sentence says how to allow the call.
 """
@@ -12,10 +12,11 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel
 
+from clients.cli.output import write_out
 from orchestrator.events import (
     EVENT_ADAPTER,
     ApprovalDecided,
@@ -32,6 +33,9 @@ from orchestrator.events import (
     ToolCallStarted,
     UserMessage,
 )
+
+if TYPE_CHECKING:
+    from clients.loom import LoomClient
 
 EntryKind = Literal["run", "user", "model_call", "model_retry", "tool_call", "approval", "notice", "error"]
 
@@ -149,28 +153,26 @@ def render_timeline(run: dict[str, Any], entries: Sequence[TraceEntry]) -> str:
     return "\n".join(lines) + "\n"
 
 
-async def collect(client: Any, run_id: str) -> tuple[dict[str, Any], list[Event]]:
+async def collect(client: LoomClient, run_id: str) -> tuple[dict[str, Any], list[Event]]:
     """The run's face record and its session's events, paged through ``read_events``."""
-    from clients.cli.remote import call
-
-    run = await call(client, "get_run", run_id=run_id)
+    run = await client.get_run(run_id)
     events: list[Event] = []
     cursor = 0
     while True:
-        page = await call(client, "read_events", session_id=run["session_id"], after_seq=cursor, limit=_PAGE)
-        events.extend(EVENT_ADAPTER.validate_python(raw) for raw in page["events"])
-        if len(page["events"]) < _PAGE:
-            return run, events
-        cursor = page["next_after_seq"]
+        page = await client.read_events(run.session_id, after_seq=cursor, limit=_PAGE)
+        events.extend(page.events)
+        if len(page.events) < _PAGE:
+            return run.model_dump(), events
+        cursor = page.next_after_seq
 
 
 def from_store(home: Path, run_id: str) -> tuple[dict[str, Any], list[Event]] | None:
     """The run (by id or unique prefix) and its session's events, read from the database; None if no such run.
 
     Raises:
-        clients.cli.peek.Unreadable: not a database the peek reads; ask the face instead.
+        orchestrator.store.peek.Unreadable: not a database the peek reads; ask the face instead.
     """
-    from clients.cli import peek
+    from orchestrator.store import peek
 
     found = peek.find_run(home, run_id)
     if found is None:
@@ -181,11 +183,10 @@ def from_store(home: Path, run_id: str) -> tuple[dict[str, Any], list[Event]] | 
 
 def trace(run_id: str, jsonl: bool) -> int:
     """``loom trace RUN [--jsonl]``: 0, 2 for an unknown run (or a face's refusal), 1 if the store failed."""
-    from clients.cli import peek
-    from clients.cli.commands import write_out
     from clients.cli.exits import EXIT_USAGE
     from orchestrator.daemon.discovery import read_discovery
     from orchestrator.home import loom_home
+    from orchestrator.store import peek
 
     home = loom_home()
     found: tuple[dict[str, Any], list[Event]] | int | None
@@ -205,28 +206,16 @@ def trace(run_id: str, jsonl: bool) -> int:
 
 def _through_face(run_id: str) -> tuple[dict[str, Any], list[Event]] | int:
     """The run and its events from the face (the daemon's, or an in-process one), or the exit code after its error."""
-    import anyio
+    from clients.cli.driving import with_client
 
-    from clients.cli.errors import cli_message, first_of
-    from clients.cli.exits import EXIT_FAILED, EXIT_USAGE
-    from clients.cli.remote import FaceError, face_client
-    from orchestrator.store.interface import StoreError
+    found: list[tuple[dict[str, Any], list[Event]]] = []
 
-    async def main() -> tuple[dict[str, Any], list[Event]]:
-        async with face_client() as client:
-            return await collect(client, run_id)
+    async def main(client: LoomClient) -> int:
+        found.append(await collect(client, run_id))
+        return 0
 
-    try:
-        return anyio.run(main)
-    except (FaceError, StoreError, BaseExceptionGroup) as exc:
-        face_error, store_error = first_of(exc, FaceError), first_of(exc, StoreError)
-        if face_error is not None:
-            sys.stderr.write(f"loom: error: {cli_message(str(face_error))}\n")
-            return EXIT_USAGE
-        if store_error is not None:
-            sys.stderr.write(f"loom: error: {store_error}\n")
-            return EXIT_FAILED
-        raise
+    code = with_client(main)
+    return found[0] if found else code
 
 
 def _error_detail(event: ToolCallFinished) -> str:

@@ -13,24 +13,12 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from orchestrator.config import ConfigError, load_config, loom_home
-from orchestrator.policy.rules import PolicyError
-from orchestrator.policy.trust import ProjectConfig, forget, load_trusted_rules, read_project, trust, trust_state
+from orchestrator.config import ConfigError, loom_home
+from orchestrator.trust import ProjectConfig, forget, read_project, trust, trust_state, untrusted_notes
 
-__all__ = ["ask_to_trust", "trust_command", "untrusted_notes"]
+__all__ = ["ask_to_trust", "trust_command"]
 
 _SHOWN_BYTES = 20_000
-
-
-def untrusted_notes(home: Path, project: Path) -> list[str]:
-    """What the project's config asks for and does not get until it is trusted (empty: nothing).
-
-    Raises:
-        ConfigError: the config file is invalid.
-        PolicyError: the rule file is invalid.
-    """
-    ignored = list(load_config(home, project).ignored)
-    return ignored + load_trusted_rules(home, project)[1]
 
 
 def _show(snapshot: ProjectConfig, out: TextIO) -> None:
@@ -90,7 +78,7 @@ def trust_command(args: argparse.Namespace) -> int:
     state = trust_state(home, project, snapshot.digest)
     try:
         notes = untrusted_notes(home, project) if state != "trusted" else []
-    except (ConfigError, PolicyError) as exc:
+    except ConfigError as exc:
         sys.stderr.write(f"loom: error: {exc}; fix it before trusting it\n")
         return 2
     _show(snapshot, sys.stdout)

@@ -6,10 +6,10 @@ To attach from Python::
     found = read_discovery(home)          # None: no daemon running for this LOOM_HOME
     token = load_token(home)              # send as "Authorization: Bearer <token>"
 
-or let :func:`orchestrator.daemon.client.connect` do both and hand back an ``mcp.Client``.
+or let :func:`clients.loom.open_client` do both and hand back a typed client of the daemon's face.
 
 This package's ``__init__`` and its ``auth`` and ``discovery`` modules import only the standard
-library; ``app``, ``runner`` and ``client`` import the MCP SDK (about a second).
+library; ``app`` and ``runner`` import the MCP SDK (about a second).
 """
 
 from __future__ import annotations

@@ -50,6 +50,7 @@ from orchestrator.models.profiles import ModelProfile, ProfileSettings, profile_
 from orchestrator.models.retry import RetryingModel, RetryPolicy
 from orchestrator.policy.protected import Protected
 from orchestrator.policy.rules import Rule
+from orchestrator.protocol import STORE_FAILURE
 from orchestrator.runtime.owner import owner_alive, this_process
 from orchestrator.store.eventlog import EventLog
 from orchestrator.store.interface import StoreError
@@ -343,7 +344,7 @@ class Session:
         except StoreError as exc:
             # The store refused a write (a full disk, say); the run must not stay "running" in the store for ever.
             # Recording its end may fail the same way, and then the original error is what the caller hears.
-            result = LoopResult("failed", f"store error: {exc}", "", ctx.step)
+            result = LoopResult("failed", f"{STORE_FAILURE}{exc}", "", ctx.step)
             self._stale = True
             try:
                 await self._finish(ctx, result)

@@ -149,3 +149,14 @@ def processes_matching(marker: str) -> dict[int, str]:
             # The command name in parentheses may contain spaces; the state is the first field after it.
             found[int(entry.name)] = stat[stat.rfind(")") + 2 :].split()[0]
     return found
+
+
+def assert_nothing_recorded(home: Path, stdout: str) -> None:
+    """A refused command printed nothing on stdout and recorded no event (the store may have been opened)."""
+    import contextlib
+    import sqlite3
+
+    assert stdout == ""
+    if (home / "loom.db").exists():  # the face refused it: the store was opened, and nothing was recorded
+        with contextlib.closing(sqlite3.connect(home / "loom.db")) as db:
+            assert db.execute("SELECT count(*) FROM events").fetchone() == (0,), "a refused command recorded events"

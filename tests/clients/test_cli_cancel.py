@@ -229,10 +229,13 @@ def test_closed_stdout_cancels_the_run_cleanly(tmp_path: Path) -> None:
 
 
 def test_closed_stdout_while_an_event_is_being_stored(tmp_path: Path) -> None:
-    # The next model call answers at once, so the cancel lands while its message is being stored.
+    # The next model call answers at once, so the cancel lands while its message is being stored, or (the
+    # run going on behind the face while the renderer writes) just after the run completed.
     returncode, run_id, stderr, home = _run_until_reader_leaves(tmp_path, [_SLOW_TOOL, {"text": "done"}])
 
-    assert "Traceback" not in stderr, stderr
-    assert returncode == 130, stderr
+    assert "Traceback" not in stderr and "Event loop is closed" not in stderr, stderr
+    assert "stdout was closed" in stderr, stderr
     run = _stored_run(home, run_id)
-    assert run is not None and run.status == "cancelled", run
+    assert run is not None, stderr
+    # What the exit code says is what the store holds: cancelled (130), or completed before the cancel (0).
+    assert (returncode, run.status) in {(130, "cancelled"), (0, "completed")}, (returncode, run, stderr)

@@ -11,17 +11,12 @@ import anyio
 import pytest
 
 from orchestrator.store.checkpoints import CheckpointStore
-from tests.clients.cli_support import make_project, run_loom, write_script
+from tests.clients.cli_support import assert_nothing_recorded, make_project, run_loom, write_script
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     return make_project(tmp_path / "project")
-
-
-def _assert_no_run(home: Path, result_stdout: str) -> None:
-    assert result_stdout == ""
-    assert not (home / "loom.db").exists(), "a rejected command must not create a run"
 
 
 @pytest.mark.parametrize(
@@ -42,7 +37,7 @@ def test_bad_usage_exits_2(args: list[str], expected: str, project: Path, tmp_pa
     assert result.returncode == 2, result
     assert expected in result.stderr, result
     assert "usage: loom" in result.stderr, result
-    _assert_no_run(home, result.stdout)
+    assert_nothing_recorded(home, result.stdout)
 
 
 def test_run_usage_errors_show_the_run_usage(project: Path, tmp_path: Path) -> None:
@@ -65,7 +60,7 @@ def test_malformed_config_names_the_file_and_line(project: Path, tmp_path: Path)
     assert "bad.json:3:" in result.stderr, result  # file and line of the syntax error
     assert "invalid JSON" in result.stderr, result
     assert "Traceback" not in result.stderr, result
-    _assert_no_run(home, result.stdout)
+    assert_nothing_recorded(home, result.stdout)
 
 
 def test_invalid_server_entry_names_the_file_and_entry(project: Path, tmp_path: Path) -> None:
@@ -76,7 +71,7 @@ def test_invalid_server_entry_names_the_file_and_entry(project: Path, tmp_path: 
 
     assert result.returncode == 2, result
     assert "servers.json" in result.stderr and "mcpServers.tools" in result.stderr, result
-    _assert_no_run(home, result.stdout)
+    assert_nothing_recorded(home, result.stdout)
 
 
 def test_missing_config_file_exits_2(project: Path, tmp_path: Path) -> None:
@@ -85,7 +80,7 @@ def test_missing_config_file_exits_2(project: Path, tmp_path: Path) -> None:
 
     assert result.returncode == 2, result
     assert "nowhere.json" in result.stderr, result
-    _assert_no_run(home, result.stdout)
+    assert_nothing_recorded(home, result.stdout)
 
 
 @pytest.mark.parametrize(
@@ -104,7 +99,7 @@ def test_unusable_model_exits_2(model: str, expected: str, project: Path, tmp_pa
     assert result.returncode == 2, result
     assert expected in result.stderr, result
     assert "Traceback" not in result.stderr, result
-    _assert_no_run(home, result.stdout)
+    assert_nothing_recorded(home, result.stdout)
 
 
 def test_model_from_environment_is_validated_too(project: Path, tmp_path: Path) -> None:
@@ -121,7 +116,7 @@ def test_missing_cwd_exits_2(project: Path, tmp_path: Path) -> None:
 
     assert result.returncode == 2, result
     assert "not a directory" in result.stderr, result
-    _assert_no_run(home, result.stdout)
+    assert_nothing_recorded(home, result.stdout)
 
 
 def test_no_command_prints_help(project: Path, tmp_path: Path) -> None:

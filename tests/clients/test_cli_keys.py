@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.events import RunFinished
-from tests.clients.cli_support import REPO_ROOT, make_project, run_loom
+from tests.clients.cli_support import REPO_ROOT, assert_nothing_recorded, make_project, run_loom
 from tests.orchestrator.models.fake_common import text_reply
 from tests.orchestrator.models.fake_openai import FakeOpenAI
 
@@ -23,11 +23,6 @@ from tests.orchestrator.models.fake_openai import FakeOpenAI
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     return make_project(tmp_path / "project")
-
-
-def _assert_refused(result_stdout: str, home: Path) -> None:
-    assert result_stdout == ""
-    assert not (home / "loom.db").exists(), "a refused run must not be recorded"
 
 
 def test_anthropic_without_a_key_is_refused_before_the_run(project: Path, tmp_path: Path) -> None:
@@ -39,7 +34,7 @@ def test_anthropic_without_a_key_is_refused_before_the_run(project: Path, tmp_pa
     assert re.search(r"^loom: error: .*set ANTHROPIC_API_KEY", result.stderr, re.MULTILINE), result
     assert "--model" in result.stderr and "pass api_key" not in result.stderr, result
     assert "Traceback" not in result.stderr
-    _assert_refused(result.stdout, home)
+    assert_nothing_recorded(home, result.stdout)
 
 
 def test_openai_without_a_key_or_base_url_is_refused_at_once(project: Path, tmp_path: Path) -> None:
@@ -52,7 +47,7 @@ def test_openai_without_a_key_or_base_url_is_refused_at_once(project: Path, tmp_
     assert "OPENAI_API_KEY" in result.stderr and "OPENAI_BASE_URL" in result.stderr, result
     assert "api.openai.com" in result.stderr and "retrying" not in result.stderr, result
     assert time.monotonic() - started < 15  # no DNS lookups, no backoff between retries
-    _assert_refused(result.stdout, home)
+    assert_nothing_recorded(home, result.stdout)
 
 
 def test_openai_at_a_remote_base_url_without_a_key_is_refused(project: Path, tmp_path: Path) -> None:
@@ -65,7 +60,7 @@ def test_openai_at_a_remote_base_url_without_a_key_is_refused(project: Path, tmp
 
     assert result.returncode == 2, result
     assert "OPENAI_API_KEY" in result.stderr and "api.deepseek.com" in result.stderr, result
-    _assert_refused(result.stdout, home)
+    assert_nothing_recorded(home, result.stdout)
 
 
 def test_openai_at_a_local_server_needs_no_key(project: Path, tmp_path: Path, fake_openai: FakeOpenAI) -> None:

@@ -17,14 +17,15 @@ from typing import Any
 
 import pytest
 from mcp import Client
+from pydantic import BaseModel
 
-from clients.cli import peek
 from clients.cli.errors import cli_message
-from clients.cli.remote import FaceError, call
+from clients.loom import FaceError, LoomClient
 from orchestrator.events import RunFinished
 from orchestrator.face.server import build_face
 from orchestrator.runtime.embedded import embedded_runtime
 from orchestrator.runtime.host import SessionHost
+from orchestrator.store import peek
 from servers.checkpoints import SCHEMA_VERSION
 from tests.clients.cli_support import RUN_TIMEOUT_S, CliResult, clean_env, loom_command, run_loom, write_script
 from tests.clients.daemon_like import daemon_like, face_of
@@ -75,7 +76,7 @@ def test_runs_of_an_empty_home_prints_no_header_and_says_so(tmp_path: Path) -> N
     assert not (tmp_path / "home" / "loom.db").exists()  # reading does not create the store
 
 
-@pytest.mark.parametrize("args", [["runs"], ["trace", "RUN"], ["export", "RUN"]])
+@pytest.mark.parametrize("args", [["runs"], ["sessions"], ["trace", "RUN"], ["export", "RUN"]])
 def test_a_reader_that_closed_the_pipe_is_no_error(store: Store, args: list[str]) -> None:
     # The reader is gone before loom writes (as `| head -1` is, once it has its line): a real pipe, closed.
     argv = [*loom_command(), *[store.run_id if a == "RUN" else a for a in args]]
@@ -111,7 +112,7 @@ def _imported(result: CliResult) -> set[str]:
     return {line.split("|")[-1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
 
 
-@pytest.mark.parametrize("args", [["runs"], ["trace", "RUN"], ["export", "RUN"]])
+@pytest.mark.parametrize("args", [["runs"], ["sessions"], ["trace", "RUN"], ["export", "RUN"]])
 def test_listings_do_not_import_the_mcp_sdk(store: Store, args: list[str]) -> None:
     result = store.loom(*[store.run_id if a == "RUN" else a for a in args], env={"PYTHONPROFILEIMPORTTIME": "1"})
 
@@ -157,7 +158,8 @@ def test_with_a_daemon_trace_asks_its_face_and_speaks_in_cli_terms(tmp_path: Pat
 @pytest.mark.anyio
 async def test_the_faces_pointers_to_its_tools_become_cli_commands(tmp_path: Path) -> None:
     async with embedded_runtime(tmp_path / "home") as runtime, SessionHost(runtime) as host:
-        async with Client(build_face(host)) as client:
+        async with Client(build_face(host)) as session:
+            client = LoomClient(session, on_daemon=False)
             said: dict[str, str] = {}
             for tool, arguments in (
                 ("get_run", {"run_id": "r_nope"}),
@@ -165,7 +167,7 @@ async def test_the_faces_pointers_to_its_tools_become_cli_commands(tmp_path: Pat
                 ("decide_approval", {"approval_id": "ap_nope", "decision": "approve_once"}),
             ):
                 with pytest.raises(FaceError) as caught:
-                    await call(client, tool, **arguments)
+                    await client.call(tool, BaseModel, **arguments)
                 said[tool] = cli_message(str(caught.value))
 
     assert said["get_run"] == "no run 'r_nope'; `loom runs` lists them"
@@ -188,8 +190,19 @@ def test_a_store_the_peek_does_not_know_is_read_by_the_server(tmp_path: Path, st
         assert "written by a newer Loom" in result.stderr and "Traceback" not in result.stderr, result
 
 
+def test_sessions_from_the_peek_are_the_faces_sessions(tmp_path: Path, store: Store) -> None:
+    peeked = store.loom("sessions")
+    with daemon_like(store.home, face_of(store.home)):  # the same listing, through a face
+        faced = store.loom("sessions")
+
+    assert peeked.returncode == faced.returncode == 0, (peeked, faced)
+    assert peeked.stdout == faced.stdout
+    header, row = peeked.stdout.splitlines()
+    assert header.split() == ["SESSION", "MODE", "MODEL", "CTX", "CWD"] and row.endswith(str(store.root))
+
+
 def test_the_peek_knows_the_servers_schema() -> None:
-    # A schema change must come with a look at the peek's queries (clients/cli/peek.py), then this line.
+    # A schema change must come with a look at the peek's queries (orchestrator/store/peek.py), then this line.
     assert max(peek.KNOWN_SCHEMAS) == SCHEMA_VERSION
 
 

@@ -16,6 +16,7 @@ import pytest
 from mcp import Client
 
 from servers._version import loom_version
+from tests.clients.cli_support import run_loom
 from tests.clients.test_cli_mcp import loom_mcp, scripted
 from tests.clients.test_cli_newuser_model import TEST_TIMEOUT_S
 from tests.orchestrator.daemon.daemon_process import mcp_client, running_daemon
@@ -71,3 +72,9 @@ async def test_an_approval_through_attached_loom_mcp_is_recorded_as_the_driving_
     assert decided["decided_by"] == "mcp:claude-code-test"
     assert [e["decided_by"] for e in page["events"] if e["type"] == "approval_decided"] == ["mcp:claude-code-test"]
     assert (done["status"], (tmp_path / "c.txt").read_text()) == ("completed", "C")
+
+
+def test_loom_version_is_the_packages(tmp_path: Path) -> None:
+    result = run_loom("--version", cwd=tmp_path, home=tmp_path / "home")
+
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"loom {loom_version()}\n", "")

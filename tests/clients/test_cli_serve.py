@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
-from orchestrator.daemon.client import connect
+from clients.loom.daemon import connect
 from tests.clients.cli_support import run_loom, write_script
 from tests.mcp_calls import call
 from tests.orchestrator.daemon.daemon_process import (

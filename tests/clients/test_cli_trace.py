@@ -11,6 +11,7 @@ import pytest
 from mcp import Client
 
 from clients.cli.trace import TraceEntry, build_timeline, collect
+from clients.loom import LoomClient
 from orchestrator.events import RunFinished
 from orchestrator.face.server import build_face
 from orchestrator.runtime.embedded import embedded_runtime
@@ -83,7 +84,7 @@ async def test_an_approval_shows_who_decided_and_how_long_it_waited(tmp_path: Pa
                 {"approval_id": run["pending_approvals"][0], "decision": "approve_once", "decided_by": "alice"},
             )
             await client.call_tool("get_run", {"run_id": run["run_id"], "wait_s": 10})
-            record, events = await collect(client, run["run_id"])
+            record, events = await collect(LoomClient(client, on_daemon=False), run["run_id"])
     entries = build_timeline(events, record["run_id"])
     (approval,) = [e for e in entries if e.kind == "approval"]
     assert approval.name == "fs__write" and approval.status == "approve_once" and "alice" in approval.detail

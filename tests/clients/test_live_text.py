@@ -16,7 +16,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from clients.cli.remote import LiveFollower
+from clients.loom import LiveFollower, LoomClient
 from orchestrator.events import EVENT_ADAPTER, AssistantMessage, RunFinished, TextDelta
 from tests.clients.cli_support import make_project, write_script
 from tests.mcp_calls import call
@@ -46,7 +46,7 @@ class Seen:
 async def follow(client: Client, follower: LiveFollower, seen: Seen, *, until_chars: int | None = None) -> None:
     """Follow until the run finishes (or, with ``until_chars``, until that much text has come)."""
     while True:
-        for event in await follower.next(client, 10):
+        for event in await follower.next(LoomClient(client, on_daemon=True), 10):
             if isinstance(event, TextDelta):
                 seen.deltas.append((time.time(), event.text))
                 seen.grew.set()

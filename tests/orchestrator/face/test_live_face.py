@@ -13,7 +13,7 @@ import anyio
 import pytest
 from mcp import Client
 
-from clients.cli.remote import LiveFollower
+from clients.loom import LiveFollower
 from orchestrator.events import (
     AssistantMessage,
     ModelRetry,
@@ -142,7 +142,7 @@ async def test_a_retried_model_call_streams_again_and_the_follower_shows_each_at
 
         async def poll() -> None:
             page = await read_page(log, sid, follower.cursor, 0, 200, follower.live_cursor)
-            shown.extend(e.text for e in follower.take(page.model_dump(mode="json")) if isinstance(e, TextDelta))
+            shown.extend(e.text for e in follower.take(page) if isinstance(e, TextDelta))
 
         log.publish_live(TextDelta(session_id=sid, run_id=rid, step=1, text="first try, "))
         await poll()

@@ -1,4 +1,8 @@
-"""Attaching to a running daemon as an MCP client (``loom mcp``, the TUI, scripts)."""
+"""Reaching a running daemon (``loom serve``): its address and token, and an MCP client over its HTTP face.
+
+:func:`clients.loom.open_client` uses it when a daemon runs for the home; :mod:`clients.daemon_link` (under
+``loom mcp``) builds its own reconnecting client on :func:`http_client`.
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,149 @@
+"""The CLI's session commands: ``sessions``, ``send``, ``attach``, ``approvals``, ``approve``, ``deny``.
+
+Each goes through Loom's client library (:mod:`clients.loom`): to the daemon when one runs for
+``$LOOM_HOME``, so it sees the sessions every other client sees, and otherwise to a face in this process,
+through the very same MCP tools. ``loom sessions`` without a daemon reads the list from the database
+itself (:mod:`orchestrator.store.peek`), in tens of milliseconds rather than the second the SDK takes to
+import; everything else is imported when a command runs, for the same reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from clients.cli.exits import EXIT_FAILED, EXIT_OK
+
+if TYPE_CHECKING:
+    from clients.loom import LoomClient
+    from orchestrator.protocol import SessionInfo
+    from orchestrator.store.peek import SessionRow
+
+__all__ = ["approvals", "attach", "decide", "send", "sessions"]
+
+
+def sessions(args: argparse.Namespace) -> int:
+    """``loom sessions``: the sessions every client sees."""
+    from orchestrator.daemon.discovery import read_discovery
+    from orchestrator.home import loom_home
+    from orchestrator.store import peek
+
+    home = loom_home()
+    if read_discovery(home) is None:  # nobody else holds a run's state: the store says it all
+        try:
+            return _list_sessions(peek.recent_sessions(home, include_archived=args.all))
+        except peek.Unreadable:
+            pass  # not a file the peek reads: the face's store migrates it, or says why not
+    from clients.cli.driving import with_client
+
+    async def main(client: LoomClient) -> int:
+        return _list_sessions(await client.list_sessions(include_archived=args.all))
+
+    return with_client(main)
+
+
+def _list_sessions(rows: Sequence[SessionInfo | SessionRow]) -> int:
+    from clients.cli.output import write_out
+
+    if not rows:
+        return write_out("no sessions\n")
+    # Columns as wide as their widest cell, so that a long mode (accept-edits) or model keeps them aligned.
+    wide = [max(len(title), *(len(getattr(s, key)) for s in rows)) for key, title in _SESSION_COLUMNS]
+    lines = [_session_line(["SESSION", "MODE", "MODEL"], wide, "CTX", "CWD")]
+    for s in rows:
+        flag = " (archived)" if s.archived else ""
+        context = f"{s.context_ratio:.0%}" if s.context_ratio is not None else "-"
+        cells = [getattr(s, key) for key, _ in _SESSION_COLUMNS]
+        lines.append(_session_line(cells, wide, context, f"{s.cwd}{flag}"))
+    return write_out("".join(lines))
+
+
+_SESSION_COLUMNS = (("session_id", "SESSION"), ("mode", "MODE"), ("model", "MODEL"))
+
+
+def _session_line(cells: list[str], widths: list[int], context: str, cwd: str) -> str:
+    padded = "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True))
+    return f"{padded}  {context:>4}  {cwd}\n"
+
+
+def send(args: argparse.Namespace) -> int:
+    """``loom send SESSION "message"``: start a run; wait for it unless ``--no-wait`` (daemon only)."""
+    from clients.cli.driving import EXIT_CODES, with_client
+    from orchestrator.protocol import FINAL_STATUSES
+
+    async def main(client: LoomClient) -> int:
+        run = await client.send_message(args.session, args.message)
+        sys.stderr.write(f"loom: run {run.run_id} started in session {args.session}\n")
+        if args.no_wait:
+            sys.stdout.write(run.model_dump_json() + "\n")
+            return EXIT_OK
+        while run.status not in FINAL_STATUSES:
+            if run.status == "awaiting_approval":
+                ids = ", ".join(run.pending_approvals)
+                sys.stderr.write(f"loom: waiting for approval {ids} (loom approve ID / loom deny ID)\n")
+            run = await client.get_run(run.run_id, wait_s=30)
+        if run.final_text:
+            sys.stdout.write(run.final_text.rstrip("\n") + "\n")
+        why = f": {run.reason}" if run.reason and run.status != "completed" else ""
+        sys.stderr.write(f"loom: run {run.run_id} {run.status}{why}\n")
+        return EXIT_CODES.get(run.status, EXIT_FAILED)
+
+    return with_client(main)
+
+
+def attach(args: argparse.Namespace) -> int:
+    """``loom attach SESSION``: the session's events from ``--after`` on, then live until Ctrl-C."""
+    from clients.cli.driving import with_client
+    from clients.cli.render import TerminalRenderer
+    from clients.loom import LiveFollower
+
+    async def main(client: LoomClient) -> int:
+        renderer = TerminalRenderer() if not args.json else None
+        follower = LiveFollower(args.session, args.after)
+        await client.get_session(args.session)
+        while True:
+            events = await follower.next(client, 0 if args.no_follow else 30)
+            for event in events:
+                if renderer is None:
+                    sys.stdout.write(json.dumps(event.model_dump(mode="json")) + "\n")
+                else:
+                    renderer(event)
+                    if event.type == "approval_requested":
+                        sys.stderr.write(f"loom: approval needed: loom approve {event.approval_id}\n")
+            sys.stdout.flush()
+            if args.no_follow and not any(e.seq is not None for e in events):
+                return EXIT_OK
+
+    return with_client(main)
+
+
+def approvals(args: argparse.Namespace) -> int:
+    """``loom approvals``: tool calls waiting for a decision."""
+    from clients.cli.driving import with_client
+
+    async def main(client: LoomClient) -> int:
+        waiting = await client.list_approvals()
+        if not waiting:
+            sys.stdout.write("no approvals waiting\n")
+        for a in waiting:
+            arguments = json.dumps(a.arguments, ensure_ascii=False)[:100]
+            sys.stdout.write(f"{a.approval_id}  {a.session_id}  {a.tool} {arguments}\n  why: {a.reason}\n")
+        return EXIT_OK
+
+    return with_client(main)
+
+
+def decide(args: argparse.Namespace, decision: str) -> int:
+    """``loom approve ID [--session]`` and ``loom deny ID [--reason TEXT]``."""
+    from clients.cli.driving import with_client
+
+    async def main(client: LoomClient) -> int:
+        reason = getattr(args, "reason", "") or ""
+        done = await client.decide_approval(args.approval_id, decision, reason=reason, decided_by="cli")
+        sys.stderr.write(f"loom: {done.approval_id} ({done.tool}): {done.decision}\n")
+        return EXIT_OK
+
+    return with_client(main)

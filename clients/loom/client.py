@@ -1,0 +1,184 @@
+"""Typed calls to Loom's face, over whichever connection :func:`clients.loom.open_client` made.
+
+Every method is one face tool: its arguments are the tool's, its result the tool's structured result read
+back as the model of :mod:`orchestrator.protocol`. A tool's refusal (an unknown id, a bad directory, a run
+that cannot be resumed) raises :class:`FaceError` with the face's own message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from pydantic import BaseModel
+
+from clients.loom.follow import LiveFollower
+from orchestrator.protocol import (
+    ApprovalInfo,
+    ApprovalList,
+    CheckpointList,
+    CompactionInfo,
+    Event,
+    EventPage,
+    ModelSwitchInfo,
+    RewindInfo,
+    RunInfo,
+    SessionInfo,
+    SessionList,
+)
+
+if TYPE_CHECKING:
+    from mcp import Client
+
+__all__ = ["FaceError", "LoomClient"]
+
+M = TypeVar("M", bound=BaseModel)
+
+FOLLOW_WAIT_S = 30.0
+"""How long one ``read_events`` long-poll of :meth:`LoomClient.follow` waits (the face allows up to 60 s)."""
+
+
+class FaceError(Exception):
+    """A face tool answered with an error; the message is the tool's."""
+
+    def __init__(self, message: str, tool: str) -> None:
+        super().__init__(message)
+        self.tool = tool
+
+
+class LoomClient:
+    """A client of Loom's face: the daemon's over HTTP, or an in-process one.
+
+    Args:
+        session: the MCP client connected to the face.
+        on_daemon: whether the face is a daemon's (its runs outlive this process).
+    """
+
+    def __init__(self, session: Client, *, on_daemon: bool) -> None:
+        self.session = session
+        self.on_daemon = on_daemon
+
+    async def call(self, tool: str, result: type[M], **arguments: Any) -> M:
+        """Call a face tool and read its structured result as ``result``.
+
+        Raises:
+            FaceError: the tool answered with an error.
+        """
+        answer = await self.session.call_tool(tool, arguments)
+        if answer.is_error or answer.structured_content is None:
+            text = " ".join(getattr(b, "text", "") for b in answer.content).strip()
+            raise FaceError(text.removeprefix(f"Error executing tool {tool}: ") or f"{tool} failed", tool)
+        return result.model_validate(answer.structured_content)
+
+    # -- sessions ------------------------------------------------------------------------------------
+
+    async def create_session(
+        self, cwd: str, *, model: str | None = None, mode: str = "ask", headless: bool = False
+    ) -> SessionInfo:
+        """A new session working in ``cwd`` (``model`` None: as configured)."""
+        return await self.call("create_session", SessionInfo, cwd=cwd, model=model, mode=mode, headless=headless)
+
+    async def list_sessions(self, *, include_archived: bool = False) -> list[SessionInfo]:
+        """Sessions, newest first."""
+        return (await self.call("list_sessions", SessionList, include_archived=include_archived)).sessions
+
+    async def get_session(self, session_id: str) -> SessionInfo:
+        """One session, with the seq of its newest event."""
+        return await self.call("get_session", SessionInfo, session_id=session_id)
+
+    async def archive_session(self, session_id: str) -> SessionInfo:
+        """Hide a session from :meth:`list_sessions` (it is kept)."""
+        return await self.call("archive_session", SessionInfo, session_id=session_id)
+
+    # -- runs ----------------------------------------------------------------------------------------
+
+    async def send_message(self, session_id: str, text: str, *, wait_s: float = 0, max_steps: int = 50) -> RunInfo:
+        """Start a run answering ``text``; waits up to ``wait_s`` for its end or an approval."""
+        return await self.call(
+            "send_message", RunInfo, session_id=session_id, text=text, wait_s=wait_s, max_steps=max_steps
+        )
+
+    async def get_run(self, run_id: str, *, wait_s: float = 0) -> RunInfo:
+        """Where a run is; waits up to ``wait_s`` for its end or an approval."""
+        return await self.call("get_run", RunInfo, run_id=run_id, wait_s=wait_s)
+
+    async def resume_run(self, run_id: str, *, wait_s: float = 0, headless: bool = False) -> RunInfo:
+        """Continue an interrupted run under its own id (``headless``: a review ends it ``needs_review``)."""
+        return await self.call("resume_run", RunInfo, run_id=run_id, wait_s=wait_s, headless=headless)
+
+    async def cancel_run(self, run_id: str) -> RunInfo:
+        """Cancel a run; it is recorded as cancelled."""
+        return await self.call("cancel_run", RunInfo, run_id=run_id)
+
+    # -- events --------------------------------------------------------------------------------------
+
+    async def read_events(
+        self,
+        session_id: str,
+        *,
+        after_seq: int = 0,
+        wait_s: float = 0,
+        limit: int = 200,
+        live_cursor: str | None = None,
+    ) -> EventPage:
+        """One page of a session's events after ``after_seq``, and the text in flight (``live``)."""
+        return await self.call(
+            "read_events",
+            EventPage,
+            session_id=session_id,
+            after_seq=after_seq,
+            wait_s=wait_s,
+            limit=limit,
+            live_cursor=live_cursor,
+        )
+
+    async def follow(
+        self, session_id: str, *, after_seq: int = 0, every_message: bool = False, wait_s: float = FOLLOW_WAIT_S
+    ) -> AsyncIterator[Event]:
+        """A session's events from ``after_seq`` on, with its text as it is written, until the caller stops.
+
+        The text in flight comes as ``text_delta`` (and ``tool_call_delta``) events, made from each page's
+        ``live`` part, exactly once whether the caller attached before or in the middle of a message: see
+        :class:`~clients.loom.follow.LiveFollower` (and ``every_message`` there).
+        """
+        follower = LiveFollower(session_id, after_seq, every_message=every_message)
+        while True:
+            for event in await follower.next(self, wait_s):
+                yield event
+
+    # -- approvals -----------------------------------------------------------------------------------
+
+    async def list_approvals(self, session_id: str | None = None) -> list[ApprovalInfo]:
+        """Tool calls waiting for a decision (all sessions, or one)."""
+        return (await self.call("list_approvals", ApprovalList, session_id=session_id)).approvals
+
+    async def decide_approval(
+        self, approval_id: str, decision: str, *, reason: str = "", decided_by: str = ""
+    ) -> ApprovalInfo:
+        """``approve_once``, ``approve_session`` or ``deny`` (with a reason shown to the model); first one wins."""
+        return await self.call(
+            "decide_approval",
+            ApprovalInfo,
+            approval_id=approval_id,
+            decision=decision,
+            reason=reason,
+            decided_by=decided_by,
+        )
+
+    # -- context and rewind --------------------------------------------------------------------------
+
+    async def compact_session(self, session_id: str, *, focus: str = "", preview: bool = False) -> CompactionInfo:
+        """Compact an idle session's context now (``preview``: only say what it would do)."""
+        return await self.call("compact_session", CompactionInfo, session_id=session_id, focus=focus, preview=preview)
+
+    async def switch_model(self, session_id: str, model: str) -> ModelSwitchInfo:
+        """Give an idle session another model, compacting first if its context would not fit."""
+        return await self.call("switch_model", ModelSwitchInfo, session_id=session_id, model=model)
+
+    async def list_checkpoints(self, session_id: str) -> CheckpointList:
+        """The points a session can be rewound to, oldest first."""
+        return await self.call("list_checkpoints", CheckpointList, session_id=session_id)
+
+    async def rewind_session(self, session_id: str, to_run_id: str) -> RewindInfo:
+        """Restore the files Loom's tools changed since ``to_run_id`` began, and branch the conversation there."""
+        return await self.call("rewind_session", RewindInfo, session_id=session_id, to_run_id=to_run_id)

@@ -1,0 +1,114 @@
+"""Following a session: its stored events and, made from each page's ``live`` part, its text as it is written."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from orchestrator.events import AssistantMessage, RunFinished, TextDelta, ToolCallDelta
+from orchestrator.protocol import Event, EventPage, LiveInfo
+
+if TYPE_CHECKING:
+    from clients.loom.client import LoomClient
+
+__all__ = ["LiveFollower"]
+
+
+class LiveFollower:
+    """Follows one session through ``read_events``: its stored events, with the text in flight as it is written.
+
+    The live text comes as :class:`~orchestrator.events.TextDelta` events made here from the page's ``live``
+    part (and :class:`~orchestrator.events.ToolCallDelta` for streamed tool arguments), so a renderer shows
+    them as it shows an embedded run's. What was shown is remembered per attempt of a step (run, step,
+    ``after_seq``); when the step's ``assistant_message`` arrives, only the part of its text not shown yet is
+    given as one more delta before it: attach or reconnect mid-message, and nothing is doubled or missed.
+
+    Args:
+        session_id: the session to follow.
+        after_seq: the stored events to skip.
+        every_message: give every stored message's unshown text as a delta, even one nothing of which was
+            seen live (``loom run``, so that its output has the embedded run's event types); otherwise only
+            messages seen in part get one, and replayed history keeps its messages alone (``loom attach``).
+    """
+
+    def __init__(self, session_id: str, after_seq: int = 0, *, every_message: bool = False) -> None:
+        self.session_id = session_id
+        self.cursor = after_seq
+        self.live_cursor = ""
+        self._every = every_message
+        self._shown: dict[tuple[str, int], tuple[int, str]] = {}
+        """(run, step) -> (after_seq of the attempt shown, its text shown so far)"""
+        self._arguments: dict[tuple[str, int, int, int], int] = {}
+        """(run, step, after_seq, call index) -> characters of its arguments shown"""
+
+    async def next(self, client: LoomClient, wait_s: float) -> list[Event]:
+        """One ``read_events`` call (a long-poll of up to ``wait_s``): the events to show, in order."""
+        page = await client.read_events(
+            self.session_id, after_seq=self.cursor, wait_s=wait_s, live_cursor=self.live_cursor
+        )
+        return self.take(page)
+
+    def take(self, page: EventPage) -> list[Event]:
+        """The events of one ``read_events`` page, live text included, and the cursors moved past them."""
+        out: list[Event] = []
+        for event in page.events:
+            if isinstance(event, AssistantMessage):
+                out.extend(self._rest_of(event))
+            elif isinstance(event, RunFinished):
+                self._forget(event.run_id)
+            out.append(event)
+        self.cursor = page.next_after_seq
+        live = page.live
+        self.live_cursor = live.cursor if live else ""
+        if live:
+            out.extend(self._live(live))
+        return out
+
+    def _rest_of(self, message: AssistantMessage) -> list[Event]:
+        key = (message.run_id, message.step)
+        shown = self._shown.pop(key, None)
+        text, before = message.message.text, shown[1] if shown else ""
+        # A streamed text that is not the start of the stored one (never seen from our providers) stays
+        # as it was shown rather than being shown twice.
+        rest = text[len(before) :] if text.startswith(before) else ""
+        if not rest or (shown is None and not self._every):
+            return []
+        return [TextDelta(session_id=self.session_id, run_id=message.run_id, step=message.step, text=rest)]
+
+    def _live(self, live: LiveInfo) -> list[Event]:
+        run_id, step, after_seq = live.run_id, live.step, live.after_seq
+        shown = self._shown.get((run_id, step))
+        if shown is None or shown[0] != after_seq:
+            shown = (after_seq, "")  # a new attempt streams from nothing; an earlier one stays shown
+        offset, have = live.text_offset, len(shown[1])
+        if offset > have:  # sent from past what we hold: ask for all of it
+            self.live_cursor = ""
+            return []
+        out: list[Event] = []
+        new = live.text[have - offset :]
+        if new:
+            out.append(TextDelta(session_id=self.session_id, run_id=run_id, step=step, text=new))
+        self._shown[(run_id, step)] = (after_seq, shown[1] + new)
+        for c in live.tool_calls:
+            key = (run_id, step, after_seq, c.index)
+            done = self._arguments.get(key, 0)
+            piece = c.arguments_so_far[done:]
+            if piece or key not in self._arguments:
+                self._arguments[key] = done + len(piece)
+                out.append(
+                    ToolCallDelta(
+                        session_id=self.session_id,
+                        run_id=run_id,
+                        step=step,
+                        index=c.index,
+                        call_id=c.call_id,
+                        name=c.name,
+                        arguments=piece,
+                    )
+                )
+        return out
+
+    def _forget(self, run_id: str) -> None:
+        for key in [k for k in self._shown if k[0] == run_id]:
+            del self._shown[key]
+        for args_key in [k for k in self._arguments if k[0] == run_id]:
+            del self._arguments[args_key]

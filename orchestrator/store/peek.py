@@ -1,0 +1,294 @@
+"""A read-only look at Loom's database for the listing commands (``loom runs``, ``trace``, ``export``).
+
+Loom's store is the checkpoints MCP server, and reading it the usual way means importing the MCP SDK
+(0.6 s) and starting the server in-process: 1.4 s for ``loom runs``, against 0.04 s for ``loom --help``.
+A listing only reads, so it
+reads the SQLite file itself, opened with ``mode=ro`` (SQLite then refuses every write, and a missing
+file is never created), with the standard library alone. The server still owns the schema: this module
+answers only for the schema versions it knows, and raises :class:`Unreadable` for anything else, so that
+the caller asks the server instead (which migrates an old file, or says a newer Loom wrote it).
+
+The reads mirror the server's ``list_runs``, ``get_run``, ``find_run`` and ``read_events``. :func:`list_runs` and
+:func:`run_events` ask the server themselves when the file is :class:`Unreadable`.
+
+This is the one part of the store a client imports (``loom runs``, ``trace`` and ``export`` in
+:mod:`clients.cli`): everything else a client does goes through the face.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from orchestrator.home import DB_NAME
+from orchestrator.runtime.owner import owner_alive
+
+if TYPE_CHECKING:
+    from orchestrator.store.interface import RunRecord
+
+__all__ = [
+    "DB_NAME",
+    "KNOWN_SCHEMAS",
+    "ReadFailed",
+    "RunRow",
+    "Unreadable",
+    "SessionRow",
+    "find_run",
+    "list_runs",
+    "recent_sessions",
+    "recent_runs",
+    "run_events",
+    "session_events",
+]
+
+
+KNOWN_SCHEMAS = range(3, 6)
+"""Schema versions whose ``runs`` and ``events`` tables these reads match; a test keeps the top equal to the
+server's ``SCHEMA_VERSION``, so that a schema change cannot pass by this module unnoticed."""
+
+_RUN_COLUMNS = "id, session_id, started, finished, status, reason, model, owner"
+_STILL_GOING = frozenset({"running", "queued"})
+
+
+class Unreadable(Exception):
+    """The file is not one this module can read (unknown schema, locked, damaged); ask the server instead."""
+
+
+class ReadFailed(Exception):
+    """The store could not be read at all; the message says why (and what to do)."""
+
+
+class RunRow(NamedTuple):
+    """One run as the store indexes it."""
+
+    id: str
+    session_id: str
+    started: float
+    finished: float | None
+    status: str
+    reason: str
+    model: str
+    owner: str
+
+    @property
+    def shown_status(self) -> str:
+        """The status, except that a run still marked going whose process is gone shows as ``interrupted``.
+
+        The store records it so when a process next opens the runtime (``loom resume``, the daemon); a
+        listing only reads, and should not show a crashed run as running meanwhile.
+        """
+        if self.status in _STILL_GOING and not owner_alive(self.owner):
+            return "interrupted"
+        return self.status
+
+    @property
+    def shown_reason(self) -> str:
+        """The recorded reason, or why the run shows as interrupted."""
+        if self.shown_status != self.status:
+            return f"its process is gone (crash or kill); `loom resume {self.id}` continues it"
+        return self.reason
+
+
+class SessionRow(NamedTuple):
+    """One session as ``list_sessions`` shows it (the face's ``SessionInfo`` fields)."""
+
+    session_id: str
+    cwd: str
+    model: str
+    mode: str
+    archived: bool
+    last_seq: int
+    state: str
+    """``archived``, ``active`` (a run of it goes on in a live process) or ``idle``."""
+    context_used: int | None
+    context_window: int | None
+
+    @property
+    def context_ratio(self) -> float | None:
+        """The watermark: ``context_used / context_window`` (None before the first model call)."""
+        if self.context_used is None or not self.context_window:
+            return None
+        return round(self.context_used / self.context_window, 4)
+
+
+@contextlib.contextmanager
+def _reading(home: Path) -> Iterator[sqlite3.Connection | None]:
+    """A read-only connection to ``home``'s database, or None when there is no database yet.
+
+    Raises:
+        Unreadable: the file cannot be opened or has a schema this module does not know.
+    """
+    path = home / DB_NAME
+    if not path.is_file():
+        yield None
+        return
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise Unreadable(str(exc)) from exc
+    try:
+        try:
+            conn.execute("PRAGMA busy_timeout=5000")
+            row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        except sqlite3.Error as exc:
+            raise Unreadable(str(exc)) from exc
+        version = int(row[0]) if row is not None and str(row[0]).isdigit() else 0
+        if version not in KNOWN_SCHEMAS:
+            raise Unreadable(f"schema {version}")
+        try:
+            yield conn
+        except sqlite3.Error as exc:
+            raise Unreadable(str(exc)) from exc
+    finally:
+        conn.close()
+
+
+def _rows(conn: sqlite3.Connection, clause: str, params: tuple[object, ...]) -> list[RunRow]:
+    return [RunRow(*row) for row in conn.execute(f"SELECT {_RUN_COLUMNS} FROM runs {clause}", params)]
+
+
+def recent_runs(home: Path, limit: int) -> list[RunRow]:
+    """The most recent runs, newest first (none when there is no database)."""
+    with _reading(home) as conn:
+        return [] if conn is None else _rows(conn, "ORDER BY started DESC LIMIT ?", (limit,))
+
+
+def find_run(home: Path, run_id: str) -> RunRow | None:
+    """The run with this id, else the only one whose id starts with it, else None."""
+    with _reading(home) as conn:
+        if conn is None:
+            return None
+        exact = _rows(conn, "WHERE id=?", (run_id,))
+        if exact or not run_id:
+            return exact[0] if exact else None
+        escaped = run_id.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        found = _rows(conn, "WHERE id LIKE ? ESCAPE '\\' LIMIT 2", (escaped + "%",))
+        return found[0] if len(found) == 1 else None
+
+
+_SESSIONS_SINCE = 5
+"""The first schema whose ``sessions`` table has ``context_window``; older files are read by the server."""
+
+
+def recent_sessions(home: Path, *, include_archived: bool = False, limit: int = 100) -> list[SessionRow]:
+    """Sessions, newest first, as the checkpoints server's ``list_sessions`` gives them (none without a database).
+
+    Raises:
+        Unreadable: not a file this module reads (older schemas included); ask the face instead.
+    """
+    with _reading(home) as conn:
+        if conn is None:
+            return []
+        version = int(conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
+        if version < _SESSIONS_SINCE:
+            raise Unreadable(f"schema {version}")
+        where = "" if include_archived else "WHERE archived=0 "
+        rows = conn.execute(
+            "SELECT id, cwd, model, mode, archived, context_window, "
+            "(SELECT body FROM events WHERE session_id=s.id AND type='context_watermark' ORDER BY seq DESC LIMIT 1), "
+            "(SELECT COALESCE(MAX(seq),0) FROM events WHERE session_id=s.id), "
+            "(SELECT group_concat(owner, ' ') FROM runs WHERE session_id=s.id AND status IN ('running','queued')) "
+            f"FROM sessions s {where}ORDER BY created DESC LIMIT ?",
+            (limit,),
+        ).fetchall()
+    return [_session(*row) for row in rows]
+
+
+def _session(
+    sid: str,
+    cwd: str,
+    model: str,
+    mode: str,
+    archived: int,
+    window: int | None,
+    mark: str | None,
+    last: int,
+    owners: str | None,
+) -> SessionRow:
+    import json
+
+    watermark = json.loads(mark or "{}")
+    going = any(owner_alive(owner) for owner in (owners or "").split())
+    state = "archived" if archived else "active" if going else "idle"
+    return SessionRow(
+        sid,
+        cwd,
+        model,
+        mode,
+        bool(archived),
+        last,
+        state,
+        watermark.get("used_tokens"),
+        window or watermark.get("window"),
+    )
+
+
+def session_events(home: Path, session_id: str, run_id: str | None = None) -> list[str]:
+    """The stored JSON of a session's events (of one run, if given), in ``seq`` order."""
+    with _reading(home) as conn:
+        if conn is None:
+            return []
+        sql, params = "SELECT body FROM events WHERE session_id=?", [session_id]
+        if run_id is not None:
+            sql += " AND run_id=?"
+            params.append(run_id)
+        return [str(row[0]) for row in conn.execute(sql + " ORDER BY seq", params)]
+
+
+def list_runs(home: Path, limit: int) -> list[RunRow]:
+    """:func:`recent_runs`, from the checkpoints server when the file is not one this module reads.
+
+    Raises:
+        ReadFailed: the server cannot read it either.
+    """
+    try:
+        return recent_runs(home, limit)
+    except Unreadable:
+        import anyio
+
+        return anyio.run(_server_runs, home, limit)
+
+
+def run_events(home: Path, run_id: str) -> tuple[RunRow, list[str]] | None:
+    """The run with this id (or unique prefix) and its stored events' JSON, or None.
+
+    Like :func:`list_runs`, it asks the checkpoints server when the file is not one this module reads.
+
+    Raises:
+        ReadFailed: the server cannot read it either.
+    """
+    try:
+        found = find_run(home, run_id)
+        return (found, session_events(home, found.session_id, found.id)) if found is not None else None
+    except Unreadable:
+        import anyio
+
+        return anyio.run(_server_run, home, run_id)
+
+
+async def _server_runs(home: Path, limit: int) -> list[RunRow]:
+    from orchestrator.runtime.embedded import recent_runs as server_runs
+    from orchestrator.store.interface import StoreError
+
+    try:
+        return [_row(r) for r in await server_runs(home, limit)]
+    except StoreError as exc:
+        raise ReadFailed(str(exc)) from exc
+
+
+async def _server_run(home: Path, run_id: str) -> tuple[RunRow, list[str]] | None:
+    from orchestrator.runtime.embedded import find_run as server_find
+    from orchestrator.store.interface import StoreError
+
+    try:
+        stored = await server_find(home, run_id)
+    except StoreError as exc:
+        raise ReadFailed(str(exc)) from exc
+    return (_row(stored[0]), [e.model_dump_json() for e in stored[1]]) if stored is not None else None
+
+
+def _row(r: RunRecord) -> RunRow:
+    return RunRow(r.id, r.session_id, r.started, r.finished, r.status, r.reason, r.model, r.owner)
