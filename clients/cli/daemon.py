@@ -64,8 +64,7 @@ def serve(args: argparse.Namespace) -> int:
     from orchestrator.config import ConfigError, load_config, loom_home
     from orchestrator.daemon.auth import TokenError
     from orchestrator.daemon.discovery import AlreadyRunning, Discovery
-    from orchestrator.daemon.runner import DaemonError, run_daemon
-    from orchestrator.store.interface import StoreError
+    from orchestrator.daemon.runner import DaemonError, StoreFailed, run_daemon
 
     home = loom_home()
     try:
@@ -82,22 +81,12 @@ def serve(args: argparse.Namespace) -> int:
 
     try:
         anyio.run(functools.partial(run_daemon, home, port, on_ready=ready, config=config))
+    except StoreFailed as exc:
+        return _fail(str(exc), EXIT_FAILED)
     except (AlreadyRunning, DaemonError, TokenError) as exc:
         return _fail(str(exc))
-    except StoreError as exc:
-        return _fail(str(exc), EXIT_FAILED)
-    except ExceptionGroup as group:  # a store failure inside the session host's task group
-        store_errors = group.subgroup(StoreError)
-        if store_errors is None:
-            raise
-        return _fail(str(_first_leaf(store_errors)), EXIT_FAILED)
     except KeyboardInterrupt:  # Ctrl-C before the daemon watches signals (still starting)
         return EXIT_CANCELLED
     except OSError as exc:  # the home cannot be created or written
         return _fail(f"{home}: {exc.strerror or exc}")
     return EXIT_OK
-
-
-def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    first = group.exceptions[0]
-    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first

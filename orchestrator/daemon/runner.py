@@ -48,6 +48,21 @@ class DaemonError(Exception):
     """The daemon cannot start (port taken, unusable home); the message says what to do."""
 
 
+class StoreFailed(DaemonError):
+    """Loom's database could not be opened or written; the message says why (a failure, not a usage error)."""
+
+
+def _store_error(exc: BaseException) -> BaseException | None:
+    """The store's error ``exc`` is or holds (task groups wrap it in exception groups), or None."""
+    from orchestrator.store.interface import StoreError
+
+    if isinstance(exc, StoreError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        return next((found for inner in exc.exceptions if (found := _store_error(inner)) is not None), None)
+    return None
+
+
 @dataclass
 class _Control:
     """What the signal watcher and the serving code share."""
@@ -132,7 +147,7 @@ async def run_daemon(
         orchestrator.daemon.discovery.AlreadyRunning: another daemon holds ``home``.
         orchestrator.daemon.auth.TokenError: the token file is unsafe or unusable.
         DaemonError: the port cannot be bound, or another process runs sessions on ``home``.
-        orchestrator.store.interface.StoreError: the database cannot be opened.
+        StoreFailed: the database cannot be opened (or failed while the daemon ran).
     """
     ensure_home(home)
     with InstanceLock(home), contextlib.ExitStack() as cleanup:
@@ -159,7 +174,8 @@ async def run_daemon(
                     )
                 )
             except Exception as exc:  # raised as itself below, not wrapped in the task group's ExceptionGroup
-                failure.append(exc)
+                store = _store_error(exc)
+                failure.append(StoreFailed(str(store)) if store is not None else exc)
             finally:
                 tg.cancel_scope.cancel()
         if failure:
@@ -188,7 +204,8 @@ async def _serve(
         if on_ready is not None:
             on_ready(found)
 
-    async with embedded_runtime(home, servers, config=config) as runtime, SessionHost(runtime) as host:
+    limits = config.sessions if config is not None else None  # how many idle sessions stay open, and how long
+    async with embedded_runtime(home, servers, config=config) as runtime, SessionHost(runtime, limits=limits) as host:
         if auto_resume and host.interrupted:
             resumed = await host.resume_interrupted()
             logger.info("autoResume: resumed %d of %d interrupted runs", len(resumed), len(host.interrupted))
