@@ -17,11 +17,12 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from orchestrator.events import TextDelta, ToolCallFinished, ToolCallStarted
+from orchestrator.events import TextDelta, ToolCallDelta, ToolCallFinished, ToolCallStarted
 from orchestrator.hub.outcomes import ToolOutcome
 from orchestrator.messages import ToolUseBlock
 from orchestrator.models.base import Model, ModelError, ModelRequest, ModelResponse, ToolSpec
 from orchestrator.models.base import TextDelta as ModelTextDelta
+from orchestrator.models.base import ToolCallDelta as ModelToolCallDelta
 
 if TYPE_CHECKING:
     from orchestrator.loop.loop import RunContext
@@ -55,7 +56,10 @@ class EmbeddedSteps:
     """Steps in this process, journalled in Loom's own event log."""
 
     async def model(self, ctx: RunContext, tools: Sequence[ToolSpec]) -> tuple[ModelResponse, float]:
-        """See :meth:`Steps.model`; the text is streamed to live subscribers as it comes."""
+        """See :meth:`Steps.model`; the text and tool arguments are streamed to live subscribers as they come.
+
+        The deltas are published, never stored: the step's record is the ``assistant_message`` made of the response.
+        """
         started = time.perf_counter()
         request = ModelRequest(system=ctx.system, messages=ctx.history, tools=list(tools))
         response: ModelResponse | None = None
@@ -63,6 +67,18 @@ class EmbeddedSteps:
             if isinstance(event, ModelTextDelta):
                 ctx.log.publish_live(
                     TextDelta(session_id=ctx.session_id, run_id=ctx.run_id, step=ctx.step, text=event.text)
+                )
+            elif isinstance(event, ModelToolCallDelta):
+                ctx.log.publish_live(
+                    ToolCallDelta(
+                        session_id=ctx.session_id,
+                        run_id=ctx.run_id,
+                        step=ctx.step,
+                        index=event.index,
+                        call_id=event.call_id,
+                        name=event.name,
+                        arguments=event.arguments,
+                    )
                 )
             else:
                 response = event
@@ -83,7 +99,7 @@ class EmbeddedSteps:
 
 
 async def complete(model: Model, request: ModelRequest) -> ModelResponse:
-    """Run one model call to its response, ignoring the text deltas (no one watches a summary being written)."""
+    """Run one model call to its response, ignoring the deltas (no one watches a summary being written)."""
     response: ModelResponse | None = None
     async for event in model.stream(request):
         if isinstance(event, ModelResponse):

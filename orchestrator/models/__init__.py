@@ -10,7 +10,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from orchestrator.models.base import Model, ModelError, ModelEvent, ModelRequest, ModelResponse, TextDelta, ToolSpec
+from orchestrator.models.base import (
+    Model,
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    ModelResponse,
+    TextDelta,
+    ToolCallDelta,
+    ToolSpec,
+)
 
 __all__ = [
     "DEFAULT_ANTHROPIC_MODEL",
@@ -22,6 +31,7 @@ __all__ = [
     "ModelResponse",
     "ModelSpecError",
     "TextDelta",
+    "ToolCallDelta",
     "ToolSpec",
     "choose_model_spec",
     "default_model_spec",

@@ -40,6 +40,7 @@ from orchestrator.models.base import (
     ModelResponse,
     StopReason,
     TextDelta,
+    ToolCallDelta,
     parse_tool_input,
 )
 from orchestrator.models.retry import RetryAfterError, parse_retry_after
@@ -123,7 +124,7 @@ class AnthropicModel:
             await self._client.close()
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        """Stream one call: text deltas as they arrive, then the assembled response.
+        """Stream one call: text and tool-input deltas as they arrive, then the assembled response.
 
         Raises:
             ModelError: HTTP errors with the API's type and message (408/409/429/5xx/529 transient,
@@ -153,8 +154,8 @@ class AnthropicModel:
             async with events:
                 async for event in events:
                     delta = assembler.feed(event)
-                    if delta:
-                        yield TextDelta(delta)
+                    if delta is not None:
+                        yield delta
         except anthropic.APIStatusError as exc:
             raise _status_error(exc, client.api_key) from exc
         except (anthropic.APIConnectionError, httpx2.TransportError) as exc:
@@ -199,9 +200,10 @@ class _Assembler:
         self._usage = Usage()
         self._stop_reason: str | None = None
         self._stopped = False
+        self._calls = 0
 
-    def feed(self, event: object) -> str:
-        """Take one event; return its text delta, or ``""``."""
+    def feed(self, event: object) -> TextDelta | ToolCallDelta | None:
+        """Take one event; return the live delta it carries, if any."""
         if isinstance(event, RawMessageStartEvent):
             usage = event.message.usage
             self._usage = Usage(input_tokens=_total_input(usage), output_tokens=usage.output_tokens)
@@ -210,17 +212,24 @@ class _Assembler:
             if isinstance(block, WireTextBlock):
                 self._blocks[event.index] = TextBlock(text="")
                 self._text[event.index] = [block.text]
-                return block.text
+                return TextDelta(block.text) if block.text else None
             elif isinstance(block, WireToolUseBlock):
-                self._blocks[event.index] = _PendingToolUse(block.id, block.name, dict(block.input))
+                # The response lists tool calls in block order, so counting them here gives each its position there.
+                pending = _PendingToolUse(self._calls, block.id, block.name, dict(block.input))
+                self._calls += 1
+                self._blocks[event.index] = pending
+                # The API sends ``input: {}`` here and the JSON in deltas; an input given whole up front is its text.
+                opening = json.dumps(pending.start_input) if pending.start_input else ""
+                return ToolCallDelta(pending.position, opening, call_id=block.id, name=block.name)
         elif isinstance(event, RawContentBlockDeltaEvent):
             delta = event.delta
             if isinstance(delta, WireTextDelta) and event.index in self._text:
                 self._text[event.index].append(delta.text)
-                return delta.text
-            pending = self._blocks.get(event.index)
-            if isinstance(delta, InputJSONDelta) and isinstance(pending, _PendingToolUse):
-                pending.json_parts.append(delta.partial_json)
+                return TextDelta(delta.text) if delta.text else None
+            open_block = self._blocks.get(event.index)
+            if isinstance(delta, InputJSONDelta) and isinstance(open_block, _PendingToolUse):
+                open_block.json_parts.append(delta.partial_json)
+                return ToolCallDelta(open_block.position, delta.partial_json) if delta.partial_json else None
         elif isinstance(event, RawMessageDeltaEvent):
             self._stop_reason = event.delta.stop_reason
             delta_usage = event.usage
@@ -229,7 +238,7 @@ class _Assembler:
             self._usage = Usage(input_tokens=input_tokens, output_tokens=delta_usage.output_tokens)
         elif isinstance(event, RawMessageStopEvent):
             self._stopped = True
-        return ""
+        return None
 
     def response(self) -> ModelResponse:
         if not self._stopped:
@@ -251,7 +260,8 @@ class _Assembler:
 
 
 class _PendingToolUse:
-    def __init__(self, id: str, name: str, start_input: dict[str, Any]) -> None:
+    def __init__(self, position: int, id: str, name: str, start_input: dict[str, Any]) -> None:
+        self.position = position
         self.id = id
         self.name = name
         self.start_input = start_input

@@ -1,9 +1,9 @@
 """The one interface every model provider implements.
 
 A provider turns a :class:`ModelRequest` into a stream of :class:`ModelEvent`: zero or more
-:class:`TextDelta` for live display, then exactly one :class:`ModelResponse` holding the whole
-assistant message. Errors are raised as :class:`ModelError`; ``transient`` tells the retry layer
-whether trying again can help.
+:class:`TextDelta` and :class:`ToolCallDelta` for live display, then exactly one :class:`ModelResponse`
+holding the whole assistant message (the deltas preview it; they are never a second truth). Errors
+are raised as :class:`ModelError`; ``transient`` tells the retry layer whether trying again can help.
 """
 
 from __future__ import annotations
@@ -60,7 +60,24 @@ class ModelResponse:
     usage: Usage = field(default_factory=Usage)
 
 
-ModelEvent = TextDelta | ModelResponse
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """A piece of one tool call's arguments as the model streams them, for live display only.
+
+    The pieces of one call, joined in order, are its arguments' JSON text as the model wrote it; the
+    parsed arguments are in the response's :class:`~orchestrator.messages.ToolUseBlock`.
+    """
+
+    index: int
+    """The call's position among the response's tool calls (0 for the first), whatever the wire numbers."""
+    arguments: str
+    """The next piece of the JSON text (``""`` on a first piece that only names the call)."""
+    call_id: str = ""
+    name: str = ""
+    """The call's id and tool, on its first piece (the id stays ``""`` where the provider sends none)."""
+
+
+ModelEvent = TextDelta | ToolCallDelta | ModelResponse
 
 
 class ModelError(Exception):
@@ -86,7 +103,7 @@ class Model(Protocol):
         ...
 
     def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        """Stream one model call: text deltas, then exactly one :class:`ModelResponse`.
+        """Stream one model call: text and tool-argument deltas, then exactly one :class:`ModelResponse`.
 
         Raises:
             ModelError: the call failed; nothing after the error is valid.

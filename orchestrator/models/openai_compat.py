@@ -18,35 +18,19 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import httpx
 
-from orchestrator.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
-from orchestrator.models.base import (
-    ModelError,
-    ModelEvent,
-    ModelRequest,
-    ModelResponse,
-    StopReason,
-    TextDelta,
-    parse_tool_input,
-)
+from orchestrator.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from orchestrator.models.base import ModelError, ModelEvent, ModelRequest
+from orchestrator.models.openai_stream import ChunkAssembler, error_fields
 from orchestrator.models.retry import RetryAfterError, parse_retry_after
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAICompatModel", "key_required", "to_wire_messages"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-
-_FINISH_REASONS: dict[str, StopReason] = {
-    "stop": "end_turn",
-    "tool_calls": "tool_use",
-    "function_call": "tool_use",
-    "length": "max_tokens",
-    "content_filter": "refusal",
-}
 
 
 class OpenAICompatModel:
@@ -126,7 +110,7 @@ class OpenAICompatModel:
         return body
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        """Stream one call: text deltas as they arrive, then the assembled response.
+        """Stream one call: text and tool-argument deltas as they arrive, then the assembled response.
 
         Raises:
             ModelError: HTTP errors with the server's message (408/409/429/5xx transient, other 4xx
@@ -140,16 +124,15 @@ class OpenAICompatModel:
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
         url = f"{self._base_url}/chat/completions"
-        assembler = _Assembler()
+        assembler = ChunkAssembler()
         try:
             async with self._client.stream("POST", url, json=self._body(request), headers=headers) as response:
                 if response.status_code >= 400:
                     await response.aread()
                     raise _status_error(response)
                 async for line in response.aiter_lines():
-                    delta = assembler.feed_line(line)
-                    if delta:
-                        yield TextDelta(delta)
+                    for delta in assembler.feed_line(line):
+                        yield delta
                     if assembler.done:
                         break
         except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
@@ -202,129 +185,6 @@ def to_wire_messages(system: str, messages: Sequence[Message]) -> list[dict[str,
     return wire
 
 
-class _Assembler:
-    """Builds the final response from SSE lines of ``chat.completion.chunk`` objects."""
-
-    def __init__(self) -> None:
-        self._text: list[str] = []
-        self._calls: dict[int, _PendingCall] = {}
-        self._finish_reason: str | None = None
-        self._usage = Usage()
-        self._refused = False
-        self.done = False
-
-    def feed_line(self, line: str) -> str:
-        """Take one SSE line; return the text it adds, or ``""``."""
-        if not line.startswith("data:"):
-            # Blank separators, ``event:``/``id:`` fields and ``:`` keep-alive comments.
-            return ""
-        data = line[5:].strip()
-        if data == "[DONE]":
-            self.done = True
-            return ""
-        if not data:
-            return ""
-        try:
-            chunk = json.loads(data)
-        except ValueError as exc:
-            raise ModelError(f"openai: unparseable stream chunk: {data[:200]!r}", transient=True) from exc
-        if not isinstance(chunk, dict):
-            return ""
-        if chunk.get("error"):
-            label, message = _error_fields(chunk)
-            raise ModelError(f"openai: stream error {label}: {message}", transient=True)
-        usage = chunk.get("usage")
-        if isinstance(usage, dict):
-            self._usage = Usage(
-                input_tokens=int(usage.get("prompt_tokens") or 0),
-                output_tokens=int(usage.get("completion_tokens") or 0),
-            )
-        text = ""
-        for choice in chunk.get("choices") or []:
-            if choice.get("index", 0) != 0:
-                continue
-            delta = choice.get("delta") or {}
-            if isinstance(delta.get("content"), str):
-                text += delta["content"]
-            if isinstance(delta.get("refusal"), str) and delta["refusal"]:
-                # OpenAI streams a refusal in its own field; to the user it is the answer text.
-                self._refused = True
-                text += delta["refusal"]
-            for call in delta.get("tool_calls") or []:
-                self._feed_call(call)
-            if choice.get("finish_reason"):
-                self._finish_reason = choice["finish_reason"]
-        self._text.append(text)
-        return text
-
-    def _feed_call(self, call: dict[str, Any]) -> None:
-        index = call.get("index")
-        if not isinstance(index, int):
-            # Some servers omit the index: a new id starts a call, anything else continues the last.
-            call_id = call.get("id")
-            same = [i for i, c in self._calls.items() if call_id and c.id == call_id]
-            if same:
-                index = same[0]
-            elif call_id or not self._calls:
-                index = max(self._calls, default=-1) + 1
-            else:
-                index = max(self._calls)
-        pending = self._calls.setdefault(index, _PendingCall())
-        if call.get("id"):
-            pending.id = call["id"]
-        function = call.get("function") or {}
-        if function.get("name"):
-            pending.name = function["name"]
-        if isinstance(function.get("arguments"), str):
-            pending.arguments.append(function["arguments"])
-
-    def response(self) -> ModelResponse:
-        if self._finish_reason is None:
-            # A cut connection ends the body early; the message is partial.
-            raise ModelError("openai: stream ended before a finish_reason", transient=True)
-        content: list[TextBlock | ToolUseBlock] = []
-        text = "".join(self._text)
-        if text:
-            content.append(TextBlock(text=text))
-        content.extend(self._calls[i].finish() for i in sorted(self._calls))
-        stop_reason = "refusal" if self._refused else _FINISH_REASONS.get(self._finish_reason, "other")
-        if content and isinstance(content[-1], ToolUseBlock) and stop_reason == "end_turn":
-            # Some servers (older Ollama among them) report "stop" even when they made tool calls.
-            stop_reason = "tool_use"
-        return ModelResponse(
-            message=Message(role="assistant", content=list(content)), stop_reason=stop_reason, usage=self._usage
-        )
-
-
-class _PendingCall:
-    def __init__(self) -> None:
-        self.id = ""
-        self.name = ""
-        self.arguments: list[str] = []
-
-    def finish(self) -> ToolUseBlock:
-        # Tool results are matched to calls by id, so a call without one gets one.
-        call_id = self.id or f"call_{uuid.uuid4().hex[:24]}"
-        raw = "".join(self.arguments)
-        if not self.name:
-            raise ModelError(f"openai: tool call {call_id} has no function name", transient=False)
-        arguments = parse_tool_input("openai", self.name, call_id, raw, what="arguments")
-        return ToolUseBlock(id=call_id, name=self.name, input=arguments)
-
-
-def _error_fields(body: object) -> tuple[str, str]:
-    """``(label, message)`` from an error body: OpenAI's shape and the common variants."""
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        if isinstance(error, str):
-            return "error", error
-        if isinstance(error, dict):
-            label = error.get("code") or error.get("type") or "error"
-            message = error.get("message") or error.get("detail") or json.dumps(error)
-            return str(label), str(message)
-    return "error", json.dumps(body)
-
-
 def key_required(base_url: str) -> bool:
     """Whether an endpoint is taken to need an API key: every one not on this machine or its network.
 
@@ -363,7 +223,7 @@ def _scrubbed(error: ModelError, secret: str) -> ModelError:
 def _status_error(response: httpx.Response) -> ModelError:
     status = response.status_code
     try:
-        label, message = _error_fields(response.json())
+        label, message = error_fields(response.json())
     except ValueError:
         label, message = "error", " ".join(response.text.split())[:300] or response.reason_phrase
     text = f"openai: {status} {label}: {message}"

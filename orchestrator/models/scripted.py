@@ -24,7 +24,15 @@ import anyio
 from pydantic import BaseModel, Field, ValidationError
 
 from orchestrator.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
-from orchestrator.models.base import ModelError, ModelEvent, ModelRequest, ModelResponse, StopReason, TextDelta
+from orchestrator.models.base import (
+    ModelError,
+    ModelEvent,
+    ModelRequest,
+    ModelResponse,
+    StopReason,
+    TextDelta,
+    ToolCallDelta,
+)
 
 _PLACEHOLDER = re.compile(r"\{\{result:([A-Za-z0-9_.-]+)\}\}")
 _MAX_QUOTE = 4000
@@ -47,9 +55,10 @@ class ScriptedTurn(BaseModel):
     delay_s: float = 0.0
     """Think this long before answering (for demos and cancellation tests)."""
     chunk_chars: int = Field(48, ge=1)
-    """The text streams in pieces of this many characters."""
+    """The text, then (when paced) each tool call's arguments as JSON text, stream in pieces of this many characters."""
     chunk_delay_s: float = Field(0.0, ge=0)
-    """Pause this long between text pieces, as a model writing a long answer does (live-text tests, benchmarks)."""
+    """Pause this long between pieces, as a model writing a long answer does (live-text tests, benchmarks); a paced
+    turn streams its tool calls' arguments too, an unpaced one only its text."""
     error: str | None = None
     """Fail this call instead of answering: ``transient:msg`` or ``permanent:msg``."""
 
@@ -174,7 +183,7 @@ class FunctionModel:
 async def _play(
     turn: ScriptedTurn, index: int, request: ModelRequest, ids: dict[str, str]
 ) -> AsyncIterator[ModelEvent]:
-    """Stream one turn: optional delay or error, text deltas, then the whole message."""
+    """Stream one turn: optional delay or error, text deltas, each call's argument deltas, then the whole message."""
     if turn.delay_s > 0:
         await anyio.sleep(turn.delay_s)
     if turn.error is not None:
@@ -183,17 +192,30 @@ async def _play(
     results = _results_by_id(request, ids) if ids and "{{result:" in turn.model_dump_json() else {}
     text = _fill(turn.text, results)
     blocks: list[TextBlock | ToolUseBlock] = []
+    pieces: list[TextDelta | ToolCallDelta] = []
     if text:
         blocks.append(TextBlock(text=text))
-        for n, chunk in enumerate(_chunks(text, turn.chunk_chars)):
-            if n and turn.chunk_delay_s > 0:
-                await anyio.sleep(turn.chunk_delay_s)
-            yield TextDelta(chunk)
+        pieces.extend(TextDelta(chunk) for chunk in _chunks(text, turn.chunk_chars))
     for k, call in enumerate(turn.tool_calls):
         wire_id = f"toolu_{index:04d}_{k}"
         if call.id:
             ids[call.id] = wire_id
-        blocks.append(ToolUseBlock(id=wire_id, name=call.name, input=_fill_any(call.arguments, results)))
+        use = ToolUseBlock(id=wire_id, name=call.name, input=_fill_any(call.arguments, results))
+        blocks.append(use)
+        if turn.chunk_delay_s == 0:
+            # Unpaced, the turn is written in one instant and a follower could only catch its arguments by luck
+            # (a follower gives a message's unseen text as a delta, not its arguments): so, like a provider that
+            # does not stream them, it sends them whole in the message.
+            continue
+        # As a provider streams them: the first piece names the call, the pieces together are its JSON.
+        for n, chunk in enumerate(_chunks(json.dumps(use.input), turn.chunk_chars)):
+            pieces.append(
+                ToolCallDelta(k, chunk, call_id=wire_id, name=call.name) if n == 0 else ToolCallDelta(k, chunk)
+            )
+    for n, piece in enumerate(pieces):
+        if n and turn.chunk_delay_s > 0:
+            await anyio.sleep(turn.chunk_delay_s)
+        yield piece
     usage = Usage(input_tokens=0, output_tokens=max(1, len(text) // 4))
     stop: StopReason = "tool_use" if turn.tool_calls else "end_turn"
     yield ModelResponse(Message(role="assistant", content=list(blocks)), stop, usage)

@@ -49,7 +49,8 @@ class Reply:
     ``stop_reason`` uses our neutral names (``end_turn``, ``tool_use``, ``max_tokens``...); each fake
     translates it. By default it is ``tool_use`` when the reply has tool calls, else ``end_turn``.
     Text and tool-call JSON are split into pieces of ``chunk_size`` characters, one event each.
-    ``delay_s`` is waited before the response starts, to provoke client timeouts.
+    ``delay_s`` is waited before the response starts, to provoke client timeouts. ``call_index=False``
+    makes the OpenAI fake send tool-call deltas without their ``index``, as some compatible servers do.
     """
 
     blocks: Sequence[Text | ToolCall]
@@ -58,6 +59,7 @@ class Reply:
     output_tokens: int = 7
     chunk_size: int = 4
     delay_s: float = 0.0
+    call_index: bool = True
 
     def effective_stop_reason(self) -> str:
         if self.stop_reason is not None:

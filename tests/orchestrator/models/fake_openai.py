@@ -125,10 +125,12 @@ class FakeOpenAI(ScriptedFake):
                     yield chunk({"content": piece})
                 continue
             call_id = block.id or self.next_id("call_")
-            head = {"index": call_index, "id": call_id, "type": "function"}
+            # Without an index a server tells calls apart by the id that opens each one.
+            where: dict[str, Any] = {"index": call_index} if action.call_index else {}
+            head = {**where, "id": call_id, "type": "function"}
             yield chunk({"tool_calls": [{**head, "function": {"name": block.name, "arguments": ""}}]})
             for piece in chunks(block.wire_input(), action.chunk_size):
-                yield chunk({"tool_calls": [{"index": call_index, "function": {"arguments": piece}}]})
+                yield chunk({"tool_calls": [{**where, "function": {"arguments": piece}}]})
             call_index += 1
         stop = action.effective_stop_reason()
         yield chunk({}, FINISH_REASONS.get(stop, stop))

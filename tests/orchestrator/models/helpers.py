@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.messages import ContentBlock, Message, TextBlock
-from orchestrator.models.base import Model, ModelRequest, ModelResponse, TextDelta, ToolSpec
+from orchestrator.models.base import Model, ModelRequest, ModelResponse, TextDelta, ToolCallDelta, ToolSpec
 
 READ_TOOL = ToolSpec(
     name="fs__read",
@@ -27,16 +27,41 @@ def request(*messages: Message, system: str = "You are terse.", tools: Sequence[
 
 async def collect(model: Model, req: ModelRequest) -> tuple[list[str], ModelResponse]:
     """Run one call; return its text deltas and its response, checking the response comes last."""
-    deltas: list[str] = []
+    deltas, response = await collect_all(model, req)
+    return [d.text for d in deltas if isinstance(d, TextDelta)], response
+
+
+async def collect_all(model: Model, req: ModelRequest) -> tuple[list[TextDelta | ToolCallDelta], ModelResponse]:
+    """Run one call; return every live delta in order and the response, checking the response comes last."""
+    deltas: list[TextDelta | ToolCallDelta] = []
     responses: list[ModelResponse] = []
     async for event in model.stream(req):
         assert not responses, "nothing may follow the ModelResponse"
-        if isinstance(event, TextDelta):
-            deltas.append(event.text)
-        else:
+        if isinstance(event, ModelResponse):
             responses.append(event)
+        else:
+            deltas.append(event)
     assert len(responses) == 1
     return deltas, responses[0]
+
+
+def calls_from(deltas: Sequence[TextDelta | ToolCallDelta]) -> list[tuple[str, str, str]]:
+    """``(call_id, name, arguments)`` per call, by position, from the tool-call pieces as a follower joins them.
+
+    Checks what a client relies on: positions count from 0 without a gap, and each call is named by its first piece.
+    """
+    calls: dict[int, list[str]] = {}
+    for delta in deltas:
+        if not isinstance(delta, ToolCallDelta):
+            continue
+        if delta.index not in calls:
+            assert delta.name, f"call {delta.index}'s first piece does not name its tool: {delta}"
+            calls[delta.index] = [delta.call_id, delta.name, ""]
+        else:
+            assert not delta.name or delta.name == calls[delta.index][1], delta
+        calls[delta.index][2] += delta.arguments
+    assert sorted(calls) == list(range(len(calls)))
+    return [(c[0], c[1], c[2]) for _, c in sorted(calls.items())]
 
 
 def clear_anthropic_credentials(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:

@@ -8,7 +8,8 @@ import pytest
 
 from orchestrator.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 from orchestrator.models.base import ModelError
-from orchestrator.models.openai_compat import DEFAULT_BASE_URL, OpenAICompatModel, _Assembler, to_wire_messages
+from orchestrator.models.openai_compat import DEFAULT_BASE_URL, OpenAICompatModel, to_wire_messages
+from orchestrator.models.openai_stream import ChunkAssembler
 from orchestrator.models.retry import RetryAfterError, RetryingModel, RetryPolicy
 from tests.orchestrator.models.fake_common import HttpError, StreamError, ToolCall, Truncated, text_reply, tool_reply
 from tests.orchestrator.models.fake_openai import FakeOpenAI
@@ -306,7 +307,7 @@ def _lines(*chunks: dict[str, object]) -> list[str]:
 
 
 def test_ollama_style_whole_calls_without_index_and_stop_finish() -> None:
-    assembler = _Assembler()
+    assembler = ChunkAssembler()
     calls = [
         {"id": "call_1", "type": "function", "function": {"name": "a", "arguments": '{"x": 1}'}},
         {"id": "call_2", "type": "function", "function": {"name": "b", "arguments": "{}"}},
@@ -328,7 +329,7 @@ def test_ollama_style_whole_calls_without_index_and_stop_finish() -> None:
 
 
 def test_missing_call_id_gets_one_and_length_maps_to_max_tokens() -> None:
-    assembler = _Assembler()
+    assembler = ChunkAssembler()
     for line in _lines(
         {
             "choices": [
@@ -370,7 +371,7 @@ async def test_credentials_in_base_url_stay_out_of_errors() -> None:
 
 
 def test_refusal_field_becomes_text_with_refusal_stop() -> None:
-    assembler = _Assembler()
+    assembler = ChunkAssembler()
     for line in _lines(
         {"choices": [{"index": 0, "delta": {"role": "assistant", "content": None, "refusal": "I can't help"}}]},
         {"choices": [{"index": 0, "delta": {"refusal": " with that."}}]},
