@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.events import AssistantMessage, RunFinished, TextDelta, ToolCallDelta
+from orchestrator.messages import ToolUseBlock
 from orchestrator.protocol import Event, EventPage, LiveInfo
 
 if TYPE_CHECKING:
@@ -19,15 +21,17 @@ class LiveFollower:
     The live text comes as :class:`~orchestrator.events.TextDelta` events made here from the page's ``live``
     part (and :class:`~orchestrator.events.ToolCallDelta` for streamed tool arguments), so a renderer shows
     them as it shows an embedded run's. What was shown is remembered per attempt of a step (run, step,
-    ``after_seq``); when the step's ``assistant_message`` arrives, only the part of its text not shown yet is
-    given as one more delta before it: attach or reconnect mid-message, and nothing is doubled or missed.
+    ``after_seq``); when the step's ``assistant_message`` arrives, only the part of its text (and of each tool
+    call's arguments) not shown yet is given as one more delta before it: attach or reconnect mid-message,
+    and nothing is doubled or missed.
 
     Args:
         session_id: the session to follow.
         after_seq: the stored events to skip.
-        every_message: give every stored message's unshown text as a delta, even one nothing of which was
-            seen live (``loom run``, so that its output has the embedded run's event types); otherwise only
-            messages seen in part get one, and replayed history keeps its messages alone (``loom attach``).
+        every_message: give every stored message's unshown text and tool arguments as deltas, even one nothing
+            of which was seen live (``loom run``, so that its output has the same event types however fast the
+            model was); otherwise only messages seen in part get them, and replayed history keeps its messages
+            alone (``loom attach``).
     """
 
     def __init__(self, session_id: str, after_seq: int = 0, *, every_message: bool = False) -> None:
@@ -37,8 +41,8 @@ class LiveFollower:
         self._every = every_message
         self._shown: dict[tuple[str, int], tuple[int, str]] = {}
         """(run, step) -> (after_seq of the attempt shown, its text shown so far)"""
-        self._arguments: dict[tuple[str, int, int, int], int] = {}
-        """(run, step, after_seq, call index) -> characters of its arguments shown"""
+        self._arguments: dict[tuple[str, int, int, int], str] = {}
+        """(run, step, after_seq, call index) -> its arguments' JSON text shown so far"""
 
     async def next(self, client: LoomClient, wait_s: float) -> list[Event]:
         """One ``read_events`` call (a long-poll of up to ``wait_s``): the events to show, in order."""
@@ -64,15 +68,35 @@ class LiveFollower:
         return out
 
     def _rest_of(self, message: AssistantMessage) -> list[Event]:
-        key = (message.run_id, message.step)
-        shown = self._shown.pop(key, None)
+        run_id, step = message.run_id, message.step
+        shown = self._shown.pop((run_id, step), None)
         text, before = message.message.text, shown[1] if shown else ""
         # A streamed text that is not the start of the stored one (never seen from our providers) stays
         # as it was shown rather than being shown twice.
         rest = text[len(before) :] if text.startswith(before) else ""
-        if not rest or (shown is None and not self._every):
-            return []
-        return [TextDelta(session_id=self.session_id, run_id=message.run_id, step=message.step, text=rest)]
+        out: list[Event] = []
+        if rest and (shown is not None or self._every):
+            out.append(TextDelta(session_id=self.session_id, run_id=run_id, step=step, text=rest))
+        calls = [b for b in message.message.content if isinstance(b, ToolUseBlock)]
+        for index, call in enumerate(calls):
+            seen = self._arguments.get((run_id, step, shown[0], index)) if shown else None
+            if seen is None and not self._every:
+                continue
+            piece = _unshown_arguments(seen or "", call.input)
+            if piece or seen is None:
+                first = seen is None  # nothing of this call was shown: its id and name come with it
+                out.append(
+                    ToolCallDelta(
+                        session_id=self.session_id,
+                        run_id=run_id,
+                        step=step,
+                        index=index,
+                        call_id=call.id if first else "",
+                        name=call.name if first else "",
+                        arguments=piece,
+                    )
+                )
+        return out
 
     def _live(self, live: LiveInfo) -> list[Event]:
         run_id, step, after_seq = live.run_id, live.step, live.after_seq
@@ -90,10 +114,10 @@ class LiveFollower:
         self._shown[(run_id, step)] = (after_seq, shown[1] + new)
         for c in live.tool_calls:
             key = (run_id, step, after_seq, c.index)
-            done = self._arguments.get(key, 0)
-            piece = c.arguments_so_far[done:]
-            if piece or key not in self._arguments:
-                self._arguments[key] = done + len(piece)
+            done = self._arguments.get(key)
+            piece = c.arguments_so_far[len(done or "") :]
+            if piece or done is None:
+                self._arguments[key] = (done or "") + piece
                 out.append(
                     ToolCallDelta(
                         session_id=self.session_id,
@@ -112,3 +136,13 @@ class LiveFollower:
             del self._shown[key]
         for args_key in [k for k in self._arguments if k[0] == run_id]:
             del self._arguments[args_key]
+
+
+def _unshown_arguments(shown: str, arguments: dict[str, Any]) -> str:
+    """What is left to show of a call's arguments, given the JSON text shown live (``""``: nothing)."""
+    whole = json.dumps(arguments, ensure_ascii=False)
+    if whole.startswith(shown):
+        return whole[len(shown) :]
+    # The provider spelled the JSON its own way (spaces, key order): what it streamed cannot be continued with
+    # our spelling, so it stays as shown (whole, unless the last pieces came too late) rather than doubled.
+    return ""

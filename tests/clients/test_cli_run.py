@@ -11,15 +11,18 @@ from pathlib import Path
 import pytest
 
 from orchestrator.events import (
+    AssistantMessage,
     Event,
     Notice,
     RunFinished,
     RunStarted,
     SessionCreated,
     TextDelta,
+    ToolCallDelta,
     ToolCallFinished,
     ToolCallStarted,
 )
+from orchestrator.messages import ToolUseBlock
 from orchestrator.models import DEMO_SCRIPT
 from tests.clients.cli_support import CliResult, make_project, run_loom
 
@@ -144,9 +147,15 @@ def test_json_stream_starts_with_session_and_ends_with_completed_run(demo_json: 
 def test_json_stored_events_have_gapless_increasing_seq(demo_json: DemoJsonRun) -> None:
     stored = [e for e in demo_json.events if e.seq is not None]
     assert [e.seq for e in stored] == list(range(1, len(stored) + 1))
-    # Only live text deltas go unnumbered.
-    assert all(isinstance(e, TextDelta) for e in demo_json.events if e.seq is None)
+    # Only live deltas go unnumbered: the text, and each tool call's arguments (whole, as the stored call has them).
+    assert all(isinstance(e, TextDelta | ToolCallDelta) for e in demo_json.events if e.seq is None)
     assert any(isinstance(e, TextDelta) for e in demo_json.events)
+    calls = [
+        b for e in stored if isinstance(e, AssistantMessage) for b in e.message.content if isinstance(b, ToolUseBlock)
+    ]
+    pieces = [e for e in demo_json.events if isinstance(e, ToolCallDelta)]
+    assert [(e.call_id, e.name) for e in pieces if e.call_id] == [(c.id, c.name) for c in calls]
+    assert [json.loads(e.arguments) for e in pieces] == [c.input for c in calls]
 
 
 def test_json_tool_call_started_precedes_its_finish(demo_json: DemoJsonRun) -> None:

@@ -17,6 +17,7 @@ ALLOWED: dict[str, frozenset[str] | None] = {
     # The protocol: what the face's tools return, and the events.
     "orchestrator.protocol": None,
     "orchestrator.events": None,
+    "orchestrator.messages": None,  # the conversation messages events carry
     # The configuration loader: the files, the home, which project files are trusted.
     "orchestrator.config": None,
     "orchestrator.home": None,

@@ -24,7 +24,7 @@ from orchestrator.events import (
 )
 from orchestrator.face.live import read_page
 from orchestrator.face.server import build_face
-from orchestrator.messages import Message, TextBlock, Usage
+from orchestrator.messages import Message, TextBlock, ToolUseBlock, Usage
 from orchestrator.protocol import EVENT_TYPES
 from orchestrator.runtime.embedded import embedded_runtime
 from orchestrator.runtime.host import SessionHost
@@ -167,6 +167,52 @@ async def test_a_retried_model_call_streams_again_and_the_follower_shows_each_at
     # message what of it was not shown yet ("try" was written after the last poll).
     assert shown == ["first try, ", "second ", "try, whole"]
     assert log.live(sid) is None
+
+
+async def test_a_followers_tool_arguments_are_completed_from_the_stored_call_once(tmp_path: Path) -> None:
+    arguments = {"path": "notes/plan.md", "content": "step one\nstep two"}
+    whole = json.dumps(arguments, ensure_ascii=False)
+    async with embedded_runtime(tmp_path / "home") as runtime:
+        log = runtime.log
+        sid, rid = "s_args", "r_args"
+        await log.append(SessionCreated(session_id=sid, cwd=str(tmp_path), model="scripted:x"))
+        await log.append(RunStarted(session_id=sid, run_id=rid, model="scripted:x", max_steps=5))
+        early, late, watcher = (
+            LiveFollower(sid, every_message=True),
+            LiveFollower(sid, every_message=True),
+            LiveFollower(sid),
+        )
+
+        async def poll(follower: LiveFollower) -> list[ToolCallDelta]:
+            page = await read_page(log, sid, follower.cursor, 0, 200, follower.live_cursor)
+            return [e for e in follower.take(page) if isinstance(e, ToolCallDelta)]
+
+        log.publish_live(
+            ToolCallDelta(session_id=sid, run_id=rid, step=1, index=0, call_id="c1", name="fs__write", arguments="")
+        )
+        log.publish_live(ToolCallDelta(session_id=sid, run_id=rid, step=1, index=0, arguments=whole[:12]))
+        seen_early = await poll(early)  # saw the name and the first piece live; the last pieces came too late
+        log.publish_live(ToolCallDelta(session_id=sid, run_id=rid, step=1, index=0, arguments=whole[12:]))
+        message = Message(role="assistant", content=[ToolUseBlock(id="c1", name="fs__write", input=arguments)])
+        await log.append(
+            AssistantMessage(
+                session_id=sid,
+                run_id=rid,
+                step=1,
+                message=message,
+                stop_reason="tool_use",
+                usage=Usage(),
+                duration_ms=1,
+            )
+        )
+        seen_early += await poll(early)
+        seen_late = await poll(late)  # attached after the call was stored: every_message gives it whole
+        seen_watcher = await poll(watcher)  # history replayed to an attach: the stored message alone
+
+    assert seen_early[0].name == "fs__write" and seen_early[0].call_id == "c1"
+    assert "".join(e.arguments for e in seen_early) == whole  # the rest once, nothing doubled
+    assert [(e.call_id, e.name, e.arguments) for e in seen_late] == [("c1", "fs__write", whole)]
+    assert seen_watcher == []
 
 
 async def test_read_events_declares_its_events_kinds_in_a_schema_cheap_to_check(tmp_path: Path) -> None:
