@@ -1,10 +1,11 @@
 """``loom mcp``: Loom's MCP face over stdio, the command another agent puts in its ``mcp.json``.
 
 If a daemon (``loom serve``) is running for this ``LOOM_HOME``, attach to it, so that every client
-sees the same sessions: :mod:`clients.mcp_proxy` forwards each tool call to it. Otherwise run an
-embedded runtime in this process and serve the face directly. One process at a time may run sessions
-on a home: while another embedded runtime holds it, this one refuses
-and says to start ``loom serve``, which every client then shares.
+sees the same sessions: :mod:`clients.relay` passes each message on to it. That path imports the
+standard library only (no MCP SDK, httpx, pydantic or anyio: about a second at every spawn), so it is
+decided before anything else is imported. Otherwise run an embedded runtime in this process and serve
+the face directly. One process at a time may run sessions on a home: while another embedded runtime
+holds it, this one refuses and says to start ``loom serve``, which every client then shares.
 
 When Loom cannot run (a bad config, the home in use, a store that will not open, a daemon that refuses
 us), ``loom mcp`` still answers the handshake and lists the face's tools, and every tool call returns the
@@ -18,7 +19,7 @@ entirely inside it; afterwards fd 1 is pointed at stderr again for the rest of t
 nothing flushed at exit lands on the wire either.
 
 SIGTERM and SIGINT end serving the way a closed stdin does: the runtime then closes normally and runs
-still going are recorded as interrupted.
+still going are recorded as interrupted (attached, the relay ends the daemon session it opened).
 """
 
 from __future__ import annotations
@@ -28,17 +29,20 @@ import logging
 import os
 import signal
 import sys
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import anyio
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from clients.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:
+    import anyio
     from mcp.server import Server
 
 logger = logging.getLogger("loom.mcp")
+
+T = TypeVar("T")
 
 DAEMON_START_S = 10.0
 """How long to wait for a daemon that holds the home but does not listen yet (starting, or stopping)."""
@@ -77,24 +81,58 @@ def run_stdio_face(args: argparse.Namespace) -> int:
         cannot be opened); 2 for a bad config. Either way the client is answered until it disconnects.
     """
     _log_to_stderr()
-    from orchestrator.config import loom_home
+    from orchestrator.home import loom_home
 
     try:
-        return anyio.run(_serve, loom_home())
+        return _attach_or_embed(loom_home())
     finally:
         _keep_stdout_off_wire()
 
 
-async def _serve(home: Path) -> int:
-    serving = anyio.CancelScope()
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(_stop_serving_on_signal, serving)
-        code = await _attach_or_embed(home, serving)
-        tg.cancel_scope.cancel()
-    return code
+def _attach_or_embed(home: Path) -> int:
+    from clients.relay import DaemonGone, DaemonRefused, probe, relay_stdio
+    from orchestrator.daemon import read_discovery
+
+    deadline = time.monotonic() + DAEMON_START_S
+    while True:
+        found = read_discovery(home)
+        if found is not None:
+            try:
+                upstream = probe(home, found)
+            except DaemonRefused as exc:
+                # Running beside a live daemon would split the sessions between two runtimes.
+                reason = f"{exc}. Not starting an embedded runtime beside a running daemon"
+                return _run_async(_refuse, home, reason, EXIT_FAILED)
+            except DaemonGone as exc:
+                logger.warning("%s; its discovery file is stale, so running an embedded runtime instead", exc)
+            else:
+                relay_stdio(home, found, upstream)
+                return EXIT_OK
+        # A daemon starting (not listening yet) or stopping holds the home: attach to it, or embed once it is gone.
+        code = _run_async(_serve_embedded, home, time.monotonic() < deadline)
+        if code is not None:
+            return code
+        time.sleep(0.1)
+
+
+def _run_async(serve: Callable[..., Awaitable[T]], home: Path, *args: Any) -> T:
+    """Run ``serve(home, *args, serving)`` under anyio, with SIGTERM/SIGINT ending ``serving``."""
+    import anyio
+
+    async def main() -> T:
+        serving = anyio.CancelScope()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_stop_serving_on_signal, serving)
+            code = await serve(home, *args, serving)
+            tg.cancel_scope.cancel()
+        return code
+
+    return anyio.run(main)
 
 
 async def _stop_serving_on_signal(serving: anyio.CancelScope) -> None:
+    import anyio
+
     # A signal ends serving as a closed stdin does: what serves then closes uncancelled, so runs still
     # going are recorded as interrupted. Watching on through that shutdown keeps a second signal from
     # killing the process halfway.
@@ -116,37 +154,6 @@ def _exit_if_stopped_by_signal(serving: anyio.CancelScope) -> None:
         os._exit(EXIT_OK)
 
 
-async def _attach_or_embed(home: Path, serving: anyio.CancelScope) -> int:
-    from clients.daemon_link import DaemonGone, DaemonLink, DaemonRefused
-    from clients.mcp_proxy import build_proxy
-    from orchestrator.daemon import read_discovery
-    from orchestrator.face.local import CannotOpen
-
-    deadline = anyio.current_time() + DAEMON_START_S
-    while True:
-        if read_discovery(home) is not None:
-            async with DaemonLink(home) as link:
-                try:
-                    await link.connect()
-                except DaemonRefused as exc:
-                    # Running beside a live daemon would split the sessions between two runtimes.
-                    reason = f"{exc}. Not starting an embedded runtime beside a running daemon"
-                    return await _refuse(home, reason, EXIT_FAILED, serving)
-                except DaemonGone as exc:
-                    logger.warning("%s; its discovery file is stale, so running an embedded runtime instead", exc)
-                else:
-                    await _serve_over_stdio(build_proxy(link), serving)
-                    return EXIT_OK
-        try:
-            return await _serve_embedded(home, serving)
-        except CannotOpen as exc:
-            if exc.holder == "loom serve" and anyio.current_time() < deadline:
-                # A daemon starting (not listening yet) or stopping: attach to it, or embed once it is gone.
-                await anyio.sleep(0.1)
-                continue
-            return await _refuse(home, str(exc), EXIT_FAILED, serving)
-
-
 async def _serve_over_stdio(server: Server[Any], serving: anyio.CancelScope) -> None:
     from mcp.server.stdio import stdio_server
 
@@ -160,11 +167,12 @@ async def _run(server: Server[Any], read: Any, write: Any, serving: anyio.Cancel
         await server.run(read, write, server.create_initialization_options())
 
 
-async def _serve_embedded(home: Path, serving: anyio.CancelScope) -> int:
+async def _serve_embedded(home: Path, wait_for_daemon: bool, serving: anyio.CancelScope) -> int | None:
     """Serve the face over a runtime of our own; an unusable config or store is answered with :func:`_refuse`.
 
-    Raises:
-        orchestrator.face.local.CannotOpen: another process runs sessions on ``home`` (``usage`` is set).
+    Returns:
+        The exit code; or None when ``wait_for_daemon`` and a daemon (``loom serve``) holds the home, starting
+        or stopping, so that the caller looks for it again.
     """
     from mcp.server.stdio import stdio_server
 
@@ -187,8 +195,8 @@ async def _serve_embedded(home: Path, serving: anyio.CancelScope) -> int:
         )
         return await _refuse(home, reason, EXIT_USAGE, serving)
     except CannotOpen as exc:
-        if exc.usage:
-            raise
+        if exc.usage and exc.holder == "loom serve" and wait_for_daemon:
+            return None
         return await _refuse(home, str(exc), EXIT_FAILED, serving)
 
 
