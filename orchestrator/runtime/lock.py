@@ -20,6 +20,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from orchestrator.daemon.discovery import release_lock, take_lock
+from orchestrator.home import make_private
 from orchestrator.store.interface import StoreError
 
 LOCK_FILE = "runtime.lock"
@@ -73,6 +74,7 @@ class RuntimeLock:
         record = json.dumps({"pid": os.getpid(), "command": this_command()})
         try:
             self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private(self.home)  # a home an older Loom left readable by others
             fd, holder = take_lock(self.path, record, shared=self.shared)
         except OSError as exc:
             raise StoreError(f"cannot open {self.path}: {exc.strerror or exc}") from exc

@@ -59,3 +59,20 @@ def test_loom_mcp_creates_a_private_home(tmp_path: Path) -> None:
     )  # fmt: skip
     assert (home / "loom.db").exists(), done
     assert mode(home) == 0o700 and mode(home / "loom.db") == 0o600
+
+
+def test_a_home_an_older_loom_left_readable_is_made_private(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "project")
+    home = tmp_path / "home"
+    first = run_loom("run", "--model", f"scripted:{write_script(project / 's.json', [{'text': 'hi'}])}", "go",
+                     cwd=project, home=home)  # fmt: skip
+    assert first.returncode == 0, first
+    os.chmod(home, 0o755)  # as Loom before issue 12 made them
+    os.chmod(home / "loom.db", 0o644)
+    os.chmod(home / "memory.db", 0o644)
+
+    again = run_loom("run", "--model", "scripted:s.json", "go", cwd=project, home=home)
+
+    assert again.returncode == 0, again
+    assert (mode(home), mode(home / "loom.db"), mode(home / "memory.db")) == (0o700, 0o600, 0o600)
+    assert f"made {home} private: 0755 -> 0700" in again.stderr, again
