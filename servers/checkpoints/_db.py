@@ -32,6 +32,9 @@ __all__ = ["SCHEMA_VERSION", "Database", "DatabaseError", "describe"]
 
 _AUTOCHECKPOINT_PAGES = 20_000
 
+_CHECKPOINT_AFTER_ROWS = 256
+"""Rows appended since the last checkpoint before a run's end folds the WAL back (see ``Database.append``)."""
+
 # SQLite caps host parameters per statement (32766 on modern builds); 6 per row keeps us far below.
 _MAX_ROWS_PER_INSERT = 500
 
@@ -56,6 +59,8 @@ class Database:
         self.read_only = read_only
         self._conn = conn
         self._last_seq: dict[str, int] = {}
+        self._unfolded = 0
+        """Rows appended since the last end-of-run checkpoint."""
 
     @classmethod
     async def open(cls, path: Path, *, read_only: bool = False) -> Database:
@@ -183,6 +188,7 @@ class Database:
             raise
         for sid, nxt in planned.items():
             self._last_seq[sid] = nxt - 1
+        await self._fold_after_run(len(rows), indexed)
         return [row[1] for row in rows]
 
     async def _next_seq(self, session_id: str) -> int:
@@ -217,13 +223,22 @@ class Database:
             with anyio.CancelScope(shield=True), contextlib.suppress(sqlite3.Error):
                 await db.execute("ROLLBACK")
             raise
-        if any(e["type"] == "run_finished" for e in indexed):
-            # Between runs is the cheap moment to fold the WAL back; PASSIVE never blocks readers. It is
-            # only housekeeping: the batch is committed, so a checkpoint that cannot run now (a read on this
-            # connection still open: SQLITE_LOCKED) must not report the append as failed. The next run's
-            # end, or SQLite's own threshold, folds the WAL back instead.
+
+    async def _fold_after_run(self, rows: int, indexed: list[dict[str, Any]]) -> None:
+        self._unfolded += rows
+        if self._unfolded >= _CHECKPOINT_AFTER_ROWS and any(e["type"] == "run_finished" for e in indexed):
+            # Between runs is the cheap moment to fold the WAL back; PASSIVE never blocks readers. Not after
+            # every run: a checkpoint's cost is mostly fixed (its syncs, about 1.2 ms here), which a one-turn
+            # run of a delegating agent paid in full before its answer; after a few hundred rows it is spread
+            # over them, and the WAL stays a few MB at most. It is only housekeeping: the batch is committed,
+            # so a checkpoint that cannot run now (a read on this connection still open: SQLITE_LOCKED) must not
+            # report the append as failed. The next run's end, or SQLite's own threshold, folds the WAL back.
             with contextlib.suppress(sqlite3.OperationalError):
-                await db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                async with self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)") as cur:
+                    row = await cur.fetchone()
+                # (busy, frames in the WAL, frames folded back): count again from nothing only if all were.
+                if row is not None and row[0] == 0 and row[1] == row[2]:
+                    self._unfolded = 0
 
     async def _index(self, e: dict[str, Any]) -> None:
         db, kind = self._conn, e["type"]
