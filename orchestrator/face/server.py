@@ -42,6 +42,7 @@ from orchestrator.protocol import (
     SessionList,
 )
 from orchestrator.runtime.host import HostError, RunView, SessionHost
+from orchestrator.store.eventlog import TAIL_EVENTS
 from orchestrator.store.interface import SessionRecord
 from servers._version import loom_version
 
@@ -110,16 +111,18 @@ def build_face(host: SessionHost) -> MCPServer:
             pending_approvals=pending,
         )
 
-    async def wait_for_run(run_id: str, wait_s: float, ctx: Context) -> RunInfo:
-        """Wait up to wait_s for the run to end or to need an approval, reporting progress as events arrive."""
+    async def wait_for_run(run_id: str, wait_s: float, ctx: Context, *, after_seq: int = 0) -> RunInfo:
+        """Wait up to wait_s for the run to end or to need an approval, reporting progress as events arrive.
+
+        ``after_seq``: no event of the run is as old (a run started after it was the session's newest).
+        """
         view = await host.view(run_id)
         deadline = anyio.current_time() + wait_s
-        seen = 0
+        seen = after_seq
         while view.status in ("running", "queued") and anyio.current_time() < deadline:
             with anyio.move_on_after(min(1.0, deadline - anyio.current_time())):
                 await host.wait(run_id, deadline - anyio.current_time())
-            events = await host.runtime.log.store.read_events(view.session_id, run_id=run_id, after_seq=seen)
-            for event in events:
+            for event in await _run_events_since(host, view.session_id, run_id, seen):
                 seen = event.seq or seen
                 await ctx.report_progress(seen, None, _summary(event))
             view = await host.view(run_id)
@@ -178,8 +181,10 @@ def build_face(host: SessionHost) -> MCPServer:
     ) -> RunInfo:
         """Start a run answering ``text``; returns at once, or waits up to ``wait_s`` s for its end or an approval."""
         with _tool_errors():
+            # Taken before the run exists: every event of it is newer, so the wait can follow it from memory.
+            before = host.runtime.log.newest_held(session_id) or 0
             handle = await host.start_run(session_id, text, max_steps)
-            return await wait_for_run(handle.run_id, wait_s, ctx)
+            return await wait_for_run(handle.run_id, wait_s, ctx, after_seq=before)
 
     @face.tool()
     async def resume_run(
@@ -227,7 +232,7 @@ def build_face(host: SessionHost) -> MCPServer:
         arrives; without it ``live.text`` is all of it, and ``wait_s`` ends when it grows during the call.
         """
         log = host.runtime.log
-        if log.last_seq(session_id) is None:  # a session with a run in progress is known: skip the lookup
+        if log.newest_held(session_id) is None:  # a session whose events this log holds exists: skip the lookup
             with _tool_errors():
                 await host.record(session_id)
         return await read_page(log, session_id, after_seq, wait_s, limit, live_cursor)
@@ -294,6 +299,15 @@ def _client_name(ctx: Context) -> str:
     info = getattr(params, "client_info", None)
     name = relayed if isinstance(relayed, str) and relayed else getattr(info, "name", None)
     return f"mcp:{name[:200]}" if isinstance(name, str) and name else "mcp-client"
+
+
+async def _run_events_since(host: SessionHost, session_id: str, run_id: str, after_seq: int) -> list[Event]:
+    """The run's stored events with seq > ``after_seq``: from the log's memory where it holds them, else the store."""
+    log = host.runtime.log
+    held = log.stored_since(session_id, after_seq, TAIL_EVENTS)
+    if held is None:
+        return await log.store.read_events(session_id, run_id=run_id, after_seq=after_seq)
+    return [event for event in held if getattr(event, "run_id", None) == run_id]
 
 
 def _summary(event: Event) -> str:

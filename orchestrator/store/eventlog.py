@@ -49,6 +49,8 @@ TAIL_EVENTS = 128
 """Stored events kept in memory per session: a follower further behind reads the store."""
 IDLE_TAILS = 64
 """Tails kept for sessions without a run in progress (most recently written first); those with one are all kept."""
+_ROUND_BATCHES = 256
+"""Batches stored in one round at most: one store call's payload stays bounded however many sessions wait."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,12 +114,24 @@ class _Tail:
             self.base += 1
 
 
+@dataclass(eq=False, slots=True)
+class _Batch:
+    """One caller's events, waiting to be stored in a round."""
+
+    events: tuple[Event, ...]
+    done: bool = False
+    error: BaseException | None = None
+
+
 class EventLog:
     """Durable append plus live publish for one runtime."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._lock = anyio.Lock()
+        self._queue: list[_Batch] = []
+        """Batches waiting for the next round (see :meth:`append`), oldest first."""
+        self._flushing: anyio.Event | None = None
+        """Set when the round being stored ends; None while no round is."""
         self._subscribers: list[MemoryObjectSendStream[Event]] = []
         self._partials: dict[str, _Partial] = {}
         self._tails: dict[str, _Tail] = {}
@@ -129,6 +143,10 @@ class EventLog:
     async def append(self, *events: Event) -> None:
         """Store ``events`` in one batch, then publish them.
 
+        Batches appended while another is being stored (other sessions' runs, as a busy daemon has) are stored
+        together in the next round, one store call and one transaction for all of them (see :meth:`_flush`); each
+        caller still returns only once its own events are stored and published, or raises for its own batch.
+
         Raises:
             orchestrator.store.interface.StoreError: nothing was stored or published.
             ValueError: a live-only event was given.
@@ -138,17 +156,59 @@ class EventLog:
         # Shielded: a cancel landing mid-write must not leave an event stored but never published
         # (or the store's numbering out of step with the database). A write is short and bounded.
         with anyio.CancelScope(shield=True):
-            async with self._lock:
-                try:
-                    await self.store.append(events)
-                except BaseException:
-                    # Part of the batch may be stored all the same: what memory holds of these sessions
-                    # can no longer be vouched for, so their readers go to the store until the next append.
-                    for event in events:
-                        self._drop_tail(event.session_id)
+            batch = _Batch(events)
+            self._queue.append(batch)
+            while not batch.done:
+                if self._flushing is None:
+                    await self._flush()
+                else:  # a round is being stored; this batch goes in the next one
+                    await self._flushing.wait()
+            if batch.error is not None:
+                raise batch.error
+
+    async def _flush(self) -> None:
+        """Store and publish every batch queued so far: one round, in queue order."""
+        round_over = self._flushing = anyio.Event()
+        batches, self._queue = self._queue[:_ROUND_BATCHES], self._queue[_ROUND_BATCHES:]
+        try:
+            try:
+                await self.store.append([event for batch in batches for event in batch.events])
+            except BaseException as exc:
+                if len(batches) == 1 or not isinstance(exc, Exception):
                     raise
-                self._note_stored(events)
-                self._publish(events)
+                # One batch may be what the store refuses (and nothing of the round is stored): the others must
+                # not fail with it, so each is stored again on its own and answers for itself.
+                for batch in batches:
+                    try:
+                        await self.store.append(batch.events)
+                    except Exception as own:
+                        self._forget(batch, own)
+                    else:
+                        self._note_stored(batch.events)
+                        self._publish(batch.events)
+                    batch.done = True
+                return
+            events = [event for batch in batches for event in batch.events]
+            self._note_stored(events)
+            self._publish(events)
+            for batch in batches:
+                batch.done = True
+        except BaseException as exc:
+            for batch in batches:
+                if not batch.done:
+                    self._forget(batch, exc)
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self._flushing = None
+            round_over.set()
+
+    def _forget(self, batch: _Batch, error: BaseException) -> None:
+        # Part of the batch may be stored all the same: what memory holds of these sessions can no longer be
+        # vouched for, so their readers go to the store until the next append.
+        for event in batch.events:
+            self._drop_tail(event.session_id)
+        batch.error, batch.done = error, True
 
     async def wait_stored(self, session_id: str, timeout_s: float) -> None:
         """Return when a batch with events of ``session_id`` is stored, or after ``timeout_s``.
@@ -192,6 +252,15 @@ class EventLog:
         """The newest seq stored through this log for a session with a run in progress, else None."""
         tail = self._tails.get(session_id)
         return tail.newest if tail is not None and tail.active else None
+
+    def newest_held(self, session_id: str) -> int | None:
+        """The newest seq of the session this log holds in memory, with or without a run in progress; else None.
+
+        Without a run of this process writing the session, the store may hold newer events (another writer):
+        the value is then a floor, not the newest stored. Anything appended through this log later is newer.
+        """
+        tail = self._tails.get(session_id)
+        return tail.newest if tail is not None else None
 
     def watch(self, session_id: str) -> anyio.Event:
         """An event set at the session's next change: a stored batch with its events, or one of its live deltas.
