@@ -36,7 +36,7 @@ from orchestrator.hub.outcomes import ToolOutcome, describe
 from orchestrator.hub.retry import RetryPolicy, call_with_retries, may_retry
 from orchestrator.hub.schemas import input_validator, share_output_validators
 from orchestrator.hub.timeouts import call_timeout, configured_timeout, takes_timeout
-from orchestrator.hub.transports import list_all_tools, open_client, open_errlog, stderr_tail
+from orchestrator.hub.transports import connected_tools, open_client, open_errlog, stderr_tail
 from orchestrator.models.base import ToolSpec
 
 __all__ = ["FailureHook", "Hub", "HubTool", "RetryPolicy", "ToolOutcome"]
@@ -199,7 +199,7 @@ class Hub:
             with anyio.CancelScope(deadline=anyio.current_time() + conn.startup_timeout_s) as scope:
                 try:
                     async with open_client(conn.target, errlog) as client:
-                        tools = await list_all_tools(client)
+                        tools = await connected_tools(conn.target, client)
                         share_output_validators(client, tools)
                         scope.deadline = math.inf
                         conn.client, conn.tools, conn.error, conn.failures = client, tools, None, 0

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jsonschema
@@ -25,16 +26,41 @@ _CACHED = 512
 """Distinct schemas kept per kind: bounded, since external servers may send any number over a long-lived daemon."""
 
 
+_Found = tuple[dict[str, Any], "jsonschema.protocols.Validator | None"]
+_SAME_INPUT: OrderedDict[int, _Found] = OrderedDict()
+_SAME_OUTPUT: OrderedDict[int, _Found] = OrderedDict()
+"""Validators by the schema object itself, before its JSON text is made: an in-process server's listing hands the
+hub the very schema objects its tools were built with once per process (``servers._tools``), so every session after
+the first finds them here without serialising them. Each entry holds its schema, so an id is never reused while its
+entry lives; tools' schemas are never changed in place (a new schema is a new object, and misses)."""
+
+
 def input_validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator | None:
     """A checked validator for a tool's arguments, or None if the schema itself is broken."""
-    text = _canonical(schema)
-    return _compile_input(schema) if text is None else _compiled_input(text)
+    return _by_identity(_SAME_INPUT, schema, _compile_input, _compiled_input)
 
 
 def output_validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator | None:
     """A checked validator for a tool's structured results, built as the MCP client builds its own; None if broken."""
+    return _by_identity(_SAME_OUTPUT, schema, _compile_output, _compiled_output)
+
+
+def _by_identity(
+    same: OrderedDict[int, _Found],
+    schema: dict[str, Any],
+    compile_one: Callable[[dict[str, Any]], jsonschema.protocols.Validator | None],
+    compiled: Callable[[str], jsonschema.protocols.Validator | None],
+) -> jsonschema.protocols.Validator | None:
+    found = same.get(id(schema))
+    if found is not None and found[0] is schema:
+        same.move_to_end(id(schema))
+        return found[1]
     text = _canonical(schema)
-    return _compile_output(schema) if text is None else _compiled_output(text)
+    validator = compile_one(schema) if text is None else compiled(text)
+    same[id(schema)] = (schema, validator)
+    if len(same) > _CACHED:
+        same.popitem(last=False)
+    return validator
 
 
 def share_output_validators(client: Client, tools: Sequence[mt.Tool]) -> None:

@@ -33,10 +33,24 @@ def open_errlog(
     return files.enter_context(private)
 
 
+_DISCOVERED: dict[tuple[type[MCPServer], str], mt.DiscoverResult] = {}
+"""``server/discover`` answers of in-process servers by (class, name): their versions and capabilities, which depend
+on the handlers a server of that kind registers, not on its instance (the instructions, which do, are its own)."""
+
+
 def open_client(target: MCPServer | ServerConfig, errlog: TextIO | None) -> Client:
-    """An unopened ``Client`` for ``target``; entering it starts the server (stdio) or connects."""
+    """An unopened ``Client`` for ``target``; entering it starts the server (stdio) or connects.
+
+    An in-process server of a kind already connected in this process is not asked ``server/discover`` again:
+    every session connects its own copy of each built-in server, all answering alike, so the first answer is
+    adopted for the rest (the same protocol version, the same direct dispatch, one round trip less).
+    """
     if isinstance(target, MCPServer):
-        return Client(target)
+        known = _DISCOVERED.get(_server_kind(target))
+        if known is None or not known.supported_versions or not _lists_as_it_answers(target):
+            return Client(target)
+        own = known.model_copy(update={"instructions": target.instructions})
+        return Client(target, mode=known.supported_versions[-1], prior_discover=own)
     if target.transport == "stdio":
         from mcp.client.stdio import stdio_client
 
@@ -45,6 +59,44 @@ def open_client(target: MCPServer | ServerConfig, errlog: TextIO | None) -> Clie
         )
         return Client(stdio_client(params, errlog=errlog) if errlog is not None else params)
     return Client(_http_transport(target))
+
+
+def _server_kind(server: MCPServer) -> tuple[type[MCPServer], str]:
+    return type(server), server.name
+
+
+async def connected_tools(target: MCPServer | ServerConfig, client: Client) -> list[mt.Tool]:
+    """The tools of a freshly connected server; for an in-process one, without a ``tools/list`` round trip.
+
+    An in-process ``MCPServer`` answers ``tools/list`` with its own ``list_tools()``, which is read here directly,
+    and the listing is handed to the client as if it had fetched it (its output schemas are what it checks
+    results against). That spares each session four listings serialised, sent and validated again for tools
+    whose metadata is built once per process. Where the SDK's client has no such hook (mcp 2.3's private
+    ``_absorb_tool_listing``), or the server is not in-process, the tools are listed over MCP as before.
+    """
+    if isinstance(target, MCPServer) and _lists_as_it_answers(target):
+        found = client.session.discover_result
+        if found is not None:
+            _DISCOVERED.setdefault(_server_kind(target), found)
+        absorb = getattr(client.session, "_absorb_tool_listing", None)
+        if callable(absorb):
+            listing = absorb(mt.ListToolsResult(tools=await target.list_tools()), complete=True)
+            if isinstance(listing, mt.ListToolsResult):
+                return list(listing.tools)
+    return await list_all_tools(client)
+
+
+def _lists_as_it_answers(server: MCPServer) -> bool:
+    """Whether ``server.list_tools()`` is what its ``tools/list`` answers: no middleware but the SDK's own.
+
+    The SDK's (tracing, request-state sealing) leaves a listing and ``server/discover`` alone; a server's own
+    middleware might not, so such a server is asked over MCP each time.
+    """
+    lowlevel = getattr(server, "_lowlevel_server", None)
+    middleware = getattr(lowlevel, "middleware", None)
+    if not isinstance(middleware, list):
+        return False
+    return all(type(m).__module__.startswith("mcp.") for m in middleware)
 
 
 async def list_all_tools(client: Client) -> list[mt.Tool]:

@@ -1,0 +1,78 @@
+"""In-process servers are listed without a tools/list round trip, and the hub sees what tools/list would answer."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp import types as mt
+from mcp.server.mcpserver import MCPServer
+
+from orchestrator.hub.pool import Hub
+from orchestrator.runtime.session_tools import build_session_tools
+from orchestrator.store.checkpoints import CheckpointStore
+from servers import fs, memory, shell
+
+pytestmark = pytest.mark.anyio
+
+
+def listed(tools: list[mt.Tool]) -> list[dict[str, Any]]:
+    return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]
+
+
+async def test_a_hub_sees_each_built_in_server_as_its_tools_list_answers(tmp_path: Path) -> None:
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    async with CheckpointStore(tmp_path / "loom.db") as store:
+
+        def build() -> dict[str, MCPServer]:
+            return {
+                "fs": fs.build_server([cwd]),
+                "shell": shell.build_server(cwd),
+                "memory": memory.build_server(tmp_path / "memory.db", project=str(cwd), session="s_1"),
+                "loom": build_session_tools(store, "s_1", home=tmp_path, project=cwd),
+            }
+
+        over_mcp: dict[str, list[dict[str, Any]]] = {}
+        for name, server in build().items():
+            async with Client(server) as client:
+                over_mcp[name] = listed((await client.list_tools()).tools)
+        for _ in range(2):  # the first hub asks each kind of server server/discover, the second adopts the answer
+            servers = build()
+            async with Hub(servers) as hub:
+                for name in servers:
+                    mine = [t for t in hub.tools if t.server == name]
+                    assert [t.remote_name for t in mine] == [t["name"] for t in over_mcp[name]]
+                    assert [t.input_schema for t in mine] == [t["inputSchema"] for t in over_mcp[name]]
+                # Structured results are still checked against the output schemas the listing carried.
+                noted = await hub.call("memory__set", {"namespace": "session", "key": "k", "body": "a note"})
+                assert not noted.is_error and noted.structured is not None
+                listing = await hub.call("fs__list", {"path": "."})
+                assert not listing.is_error and listing.structured is not None
+
+
+async def test_a_server_with_its_own_middleware_is_still_asked_over_mcp(tmp_path: Path) -> None:
+    methods: list[str] = []
+
+    async def record(ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        methods.append(ctx.method)
+        return await call_next(ctx)
+
+    def build() -> MCPServer:
+        server = MCPServer("watched", middleware=[record])
+
+        @server.tool()
+        def echo(text: str) -> str:
+            """Echo the text."""
+            return text
+
+        return server
+
+    for _ in range(2):
+        async with Hub({"watched": build()}) as hub:
+            assert [t.name for t in hub.tools] == ["watched__echo"]
+            assert (await hub.call("watched__echo", {"text": "hi"})).content == "hi"
+    assert methods.count("tools/list") == 2 and methods.count("server/discover") == 2
