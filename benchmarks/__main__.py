@@ -157,6 +157,7 @@ def _groups(plan: Plan, tmp: Path, quick: bool) -> list[tuple[str, Callable[[], 
             startup.measure(plan.startup_runs, plan.startup_warmup),
             startup.measure_runtime_import(plan.import_runs, warmup=1),
             startup.measure_listing(plan.startup_runs, plan.startup_warmup),
+            startup.measure_listing(plan.startup_runs, plan.startup_warmup, command="sessions"),
         ]
 
     groups: list[tuple[str, Callable[[], list[Figure]]]] = [

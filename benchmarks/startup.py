@@ -165,11 +165,11 @@ def _seeded_home(root: Path, runs: int) -> dict[str, str]:
     return env
 
 
-def measure_listing(runs: int, warmup: int = 3, seeded_runs: int = 3) -> Figure:
-    """Median wall time of ``loom runs`` (a listing, no daemon) over ``loom --help``, alternating, on a real store."""
+def measure_listing(runs: int, warmup: int = 3, seeded_runs: int = 3, command: str = "runs") -> Figure:
+    """Median wall time of ``loom COMMAND`` (a listing, no daemon) over ``loom --help``, alternating, on a store."""
     with tempfile.TemporaryDirectory(prefix="loom-bench-listing-") as tmp:
         env = _seeded_home(Path(tmp), seeded_runs)
-        listing = [str(loom_script()), "runs"]
+        listing = [str(loom_script()), command]
         helping = [str(loom_script()), "--help"]
         for _ in range(warmup):
             _time_once(helping, env)
@@ -187,12 +187,12 @@ def measure_listing(runs: int, warmup: int = 3, seeded_runs: int = 3) -> Figure:
     listed = ", ".join(f"{name} {us / 1000:.1f} ms" for name, us in heaviest) or "none"
     sdk = "imports the MCP SDK" if "mcp" in packages else "does not import the MCP SDK"
     return Figure(
-        key="listing",
-        title="listing: loom runs vs loom --help",
+        key="listing" if command == "runs" else f"listing_{command}",
+        title=f"listing: loom {command} vs loom --help",
         measured=f"{fmt_time(ours)} vs loom --help {fmt_time(base)} (median of {runs}, {seeded_runs} runs stored)",
         ratio=ours / base,
         target=LISTING_TARGET,
         ratio_range=spread,
-        notes=[f"loom runs {sdk}; its heaviest top-level imports (cumulative): {listed}"],
+        notes=[f"loom {command} {sdk}; its heaviest top-level imports (cumulative): {listed}"],
         data={"help_s": help_s, "runs_s": runs_s, "top_level_imports_us": dict(heaviest)},
     )
