@@ -35,7 +35,7 @@ def make_private(home: Path) -> list[str]:
     owns is changed; each change is logged.
 
     Returns:
-        What was tightened, as ``PATH: 0755 -> 0700``.
+        What was tightened: ``HOME 0755 -> 0700`` for the directory, ``NAME 0644 -> 0600`` for a file in it.
     """
     changed: list[str] = []
     names = [f"{db}{suffix}" for db in (DB_NAME, MEMORY_DB_NAME) for suffix in ("", "-wal", "-shm")]

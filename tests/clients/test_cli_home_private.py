@@ -75,4 +75,7 @@ def test_a_home_an_older_loom_left_readable_is_made_private(tmp_path: Path) -> N
 
     assert again.returncode == 0, again
     assert (mode(home), mode(home / "loom.db"), mode(home / "memory.db")) == (0o700, 0o600, 0o600)
-    assert f"made {home} private: 0755 -> 0700" in again.stderr, again
+    assert (
+        f"made Loom's home private (it holds every session's prompts and files): {home} 0755 -> 0700, " in again.stderr
+    )
+    assert again.stderr.count("made Loom's home private") == 1, again
