@@ -53,8 +53,7 @@ def make_private(home: Path) -> list[str]:
         except OSError as exc:
             logger.warning("cannot make %s private (%s); others may read it", path, exc.strerror or exc)
             continue
-        changed.append(f"{path}: {mode:04o} -> {mode & private:04o}")
-        logger.warning(
-            "made %s private: %04o -> %04o (it holds sessions' prompts and files)", path, mode, mode & private
-        )
+        changed.append(f"{path.name if path != home else path} {mode:04o} -> {mode & private:04o}")
+    if changed:  # one line however many files: a user is told once, and what changed
+        logger.warning("made Loom's home private (it holds every session's prompts and files): %s", ", ".join(changed))
     return changed
