@@ -65,3 +65,11 @@ def failed(url: str, name: str, why: str) -> str:
 def refused(reason: str, name: str) -> str:
     """A daemon runs but cannot be used (its token changed, say)."""
     return f"Loom: {reason}. {name} was not run."
+
+
+def token_refused(url: str, status: int) -> str:
+    """The daemon refuses the token in ``daemon.token``."""
+    return (
+        f"the Loom daemon at {url} refused the token in daemon.token (HTTP {status}); "
+        "restart the daemon (`loom serve`) so that the file and the daemon agree"
+    )

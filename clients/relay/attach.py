@@ -17,8 +17,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from clients.relay.relay import CALL_MARGIN_S, CONNECT_TIMEOUT_S, VERSION_META, Relay
+from clients.relay import answers
+from clients.relay.relay import CALL_MARGIN_S, CONNECT_TIMEOUT_S, Relay
 from clients.relay.upstream import Broken, Endpoint, TimedOut, Unreachable, Upstream
+from clients.relay.wire import CLIENT_CAPABILITIES_META, CLIENT_INFO_META, VERSION_META
 from orchestrator.daemon.auth import TokenError, load_token
 from orchestrator.daemon.discovery import Discovery
 
@@ -65,8 +67,8 @@ def _check(upstream: Upstream, found: Discovery, connect_timeout_s: float) -> No
 
     meta = {
         VERSION_META: MODERN_VERSION,
-        "io.modelcontextprotocol/clientInfo": {"name": "loom-mcp", "version": "0"},
-        "io.modelcontextprotocol/clientCapabilities": {},
+        CLIENT_INFO_META: {"name": "loom-mcp", "version": "0"},
+        CLIENT_CAPABILITIES_META: {},
     }
     request = {"jsonrpc": "2.0", "id": 0, "method": "server/discover", "params": {"_meta": meta}}
     headers = {"Mcp-Protocol-Version": MODERN_VERSION, "Mcp-Method": "server/discover"}
@@ -81,10 +83,7 @@ def _check(upstream: Upstream, found: Discovery, connect_timeout_s: float) -> No
     if reply.status == 503:
         raise DaemonGone(f"the Loom daemon at {found.url} (pid {found.pid}) is shutting down")
     if reply.status in (401, 403):
-        raise DaemonRefused(
-            f"the Loom daemon at {found.url} refused the token in daemon.token (HTTP {reply.status}); "
-            "restart the daemon (`loom serve`) so that the file and the daemon agree"
-        )
+        raise DaemonRefused(answers.token_refused(found.url, reply.status))
     if not reply.answered or "result" not in answered[-1]:
         said = answered[-1].get("error") if answered else reply.error
         raise DaemonRefused(

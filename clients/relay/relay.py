@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import socket
 import threading
 import time
@@ -37,22 +36,28 @@ from typing import Any, BinaryIO
 
 from clients.relay import answers
 from clients.relay.upstream import Abort, Broken, Endpoint, Reply, TimedOut, Unreachable, Upstream
+from clients.relay.wire import (
+    CLIENT_INFO_META,
+    Message,
+    call_bound,
+    cancelled,
+    client_name,
+    id_key,
+    modern_headers,
+    version_of,
+    with_driving_client,
+)
 from orchestrator.daemon.auth import TokenError, load_token
 from orchestrator.daemon.discovery import Discovery, read_discovery
 
 logger = logging.getLogger("loom.mcp")
 
-DRIVING_CLIENT_META = "loom/driving-client"
-"""As :data:`orchestrator.protocol.DRIVING_CLIENT_META` (which needs pydantic to import); a test keeps them equal."""
-VERSION_META = "io.modelcontextprotocol/protocolVersion"
-CLIENT_INFO_META = "io.modelcontextprotocol/clientInfo"
-NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-"""Methods whose 2026-07-28 POST names its target in ``Mcp-Name``, and the parameter that holds it."""
+Session = tuple[Discovery, str | None, str | None]
+"""A 2025-era session: the daemon it is on, its ``Mcp-Session-Id`` and the version negotiated."""
+
 CONNECT_TIMEOUT_S = 10.0
 CALL_MARGIN_S = 30.0
 """How much longer than the tool's own ``wait_s`` a forwarded call may take before it is cancelled."""
-READ_TIMEOUT_S = 300.0
-"""No call waits longer (the face's longest long-poll is 60 s)."""
 STOPPING_GRACE_S = 1.0
 """How long a stream cut without an answer may take to show itself as the daemon stopping."""
 _INIT_ID = "loom-relay-initialize"
@@ -80,12 +85,13 @@ class Relay:
         self._connect_timeout_s = connect_timeout_s
         self._lock = threading.Lock()
         """Guards the daemon's address and the 2025-era session below."""
-        self._initialize: dict[str, Any] | None = None
+        self._reopening = threading.Lock()
+        self._initialize: Message | None = None
         """The caller's ``initialize``, replayed to open a new session on a daemon that lost ours."""
-        self._session: tuple[Discovery, str | None, str | None] | None = None
+        self._session: Session | None = None
         """(daemon, ``Mcp-Session-Id``, negotiated version) of the 2025-era session, once open."""
         self._driving = ""
-        self._tools: dict[bool, dict[str, Any]] = {}
+        self._tools: dict[bool, Message] = {}
         """The last ``tools/list`` result per era (modern or not), answered while the daemon is away."""
         self._in_flight: dict[str, tuple[Abort, bool]] = {}
         self._stopping = False
@@ -130,21 +136,21 @@ class Relay:
             worker = threading.Thread(target=self._request, args=(message,), name=f"relay {method}", daemon=True)
             worker.start()
 
-    def _notify(self, method: str, message: dict[str, Any]) -> None:
+    def _notify(self, method: str, message: Message) -> None:
         if method == "notifications/cancelled":
             params = message.get("params")
-            key = _key(params.get("requestId")) if isinstance(params, dict) else None
+            key = id_key(params.get("requestId")) if isinstance(params, dict) else None
             abort, modern = self._in_flight.pop(key, (None, False)) if key else (None, False)
             if abort is not None and modern:
                 abort()  # over 2026-07-28 HTTP, closing the request's stream is its cancellation
                 return
             if abort is not None:
                 abort.aborted = True  # the daemon answers a cancelled request with nothing; neither do we
-        if _version(message) is not None:
-            return  # the 2026-07-28 HTTP transport takes no notifications from the client
+        if self._initialize is None:
+            return  # no 2025-era session to send it into; the 2026-07-28 HTTP transport takes no notifications
         self._send_aside(message)
 
-    def _send_aside(self, message: dict[str, Any]) -> None:
+    def _send_aside(self, message: Message) -> None:
         """POST a notification or an answer of the caller's into its session; nothing comes back."""
         try:
             headers = self._headers(message)
@@ -154,20 +160,22 @@ class Relay:
 
     # -- one request ----------------------------------------------------------------------------
 
-    def _request(self, message: dict[str, Any]) -> None:
+    def _request(self, message: Message) -> None:
         method: str = message["method"]
         request_id = message["id"]
-        modern = _version(message) is not None and method != "initialize"
+        modern = version_of(message) is not None
         params = message.get("params") if isinstance(message.get("params"), dict) else None
         name = str(params.get("name", method)) if params is not None and method == "tools/call" else method
         if method == "initialize":
             self._initialize = message
-            self._driving = _client_name(params.get("clientInfo") if params else None)
+            self._driving = client_name(params.get("clientInfo") if params else None)
         if method == "tools/call":
-            message = self._with_driving_client(message, params or {}, modern)
-        bound = self._bound(method, params)
+            meta = (params or {}).get("_meta")
+            info = meta.get(CLIENT_INFO_META) if modern and isinstance(meta, dict) else None
+            message = with_driving_client(message, client_name(info) if modern else self._driving)
+        bound = call_bound(message, self._call_margin_s)
         abort = Abort()
-        key = _key(request_id)
+        key = id_key(request_id)
         self._in_flight[key] = (abort, modern)
         try:
             answered = self._forward(message, modern, bound, abort)
@@ -175,7 +183,7 @@ class Relay:
                 self._answer_failure(request_id, method, name, modern, self._why_unanswered(name))
         except TimedOut:  # the exchange's connection is closed already
             if not modern:  # the 2025 era cancels by notification; 2026-07-28 by the closed stream
-                self._send_aside(_cancel(request_id, f"no answer within {bound:g} s"))
+                self._send_aside(cancelled(request_id, f"no answer within {bound:g} s"))
             self._answer_failure(request_id, method, name, modern, answers.timed_out(self._found.url, name, bound or 0))
         except _NotRunning as exc:
             self._answer_failure(request_id, method, name, modern, exc.text(name))
@@ -193,16 +201,16 @@ class Relay:
             if self._in_flight.get(key, (None,))[0] is abort:
                 del self._in_flight[key]
 
-    def _forward(self, message: dict[str, Any], modern: bool, bound: float | None, abort: Abort) -> bool:
+    def _forward(self, message: Message, modern: bool, bound: float | None, abort: Abort) -> bool:
         """POST ``message``, relaying what comes back; whether it was answered.
 
         A 2025-era session the daemon no longer knows (404) is opened again and the request sent once more.
         """
         request_id = message["id"]
         deadline = None if bound is None else time.monotonic() + bound
-        seen: list[dict[str, Any]] = []
+        seen: list[Message] = []
 
-        def deliver(reply: dict[str, Any]) -> bool:
+        def deliver(reply: Message) -> bool:
             final = "method" not in reply and reply.get("id") == request_id
             if final:
                 seen.append(reply)
@@ -222,7 +230,9 @@ class Relay:
                 self._stopping = True
                 raise Broken("the daemon is shutting down")
             if reply.status in (401, 403):
-                raise _NotRunning(self.home, self._found.url, refused=_token_refused(self._found.url, reply.status))
+                raise _NotRunning(
+                    self.home, self._found.url, refused=answers.token_refused(self._found.url, reply.status)
+                )
             if reply.status >= 500 and not seen and self._gone(wait_s=STOPPING_GRACE_S):
                 raise Broken(f"HTTP {reply.status}")  # a server stopping fails what it has not answered
             if reply.status >= 300 and not seen:
@@ -234,14 +244,14 @@ class Relay:
             return bool(seen)
         return False
 
-    def _note(self, message: dict[str, Any], reply: dict[str, Any], modern: bool) -> None:
+    def _note(self, message: Message, reply: Message, modern: bool) -> None:
         if message["method"] == "tools/list" and isinstance(reply.get("result"), dict):
             params = message.get("params")
             if not (isinstance(params, dict) and params.get("cursor")):
                 self._tools[modern] = reply["result"]
 
     def _answer_failure(self, request_id: Any, method: str, name: str, modern: bool, text: str) -> None:
-        abort = self._in_flight.get(_key(request_id))
+        abort = self._in_flight.get(id_key(request_id))
         if abort is None or abort[0].aborted:
             return  # the caller cancelled it: it expects no answer
         if method == "tools/call":
@@ -256,41 +266,15 @@ class Relay:
             return answers.stopped_during(self.home, self._found.url, name)
         return answers.failed(self._found.url, name, "the daemon ended its reply without an answer")
 
-    def _bound(self, method: str, params: dict[str, Any] | None) -> float | None:
-        if method == "subscriptions/listen":
-            return None  # a stream that lasts as long as the caller wants it
-        if method != "tools/call":
-            return self._call_margin_s
-        arguments = params.get("arguments") if params else None
-        wait_s = arguments.get("wait_s") if isinstance(arguments, dict) else None
-        waits = 0.0
-        if isinstance(wait_s, int | float) and not isinstance(wait_s, bool) and math.isfinite(wait_s):
-            waits = max(float(wait_s), 0.0)
-        return min(waits + self._call_margin_s, READ_TIMEOUT_S)
-
-    def _with_driving_client(self, message: dict[str, Any], params: dict[str, Any], modern: bool) -> dict[str, Any]:
-        meta = params.get("_meta")
-        meta = dict(meta) if isinstance(meta, dict) else {}
-        driving = _client_name(meta.get(CLIENT_INFO_META)) if modern else self._driving
-        if not driving:
-            return message
-        meta[DRIVING_CLIENT_META] = driving
-        return {**message, "params": {**params, "_meta": meta}}
-
     # -- the daemon and the session -------------------------------------------------------------
 
-    def _headers(self, message: dict[str, Any]) -> dict[str, str]:
+    def _headers(self, message: Message) -> dict[str, str]:
         """The routing headers for ``message``, after finding the daemon again (it may have moved)."""
         self._follow_daemon()
-        version = _version(message)
-        method = message.get("method")
-        if version is not None and method != "initialize":
-            headers = {"Mcp-Protocol-Version": version, "Mcp-Method": str(method)}
-            target = (message.get("params") or {}).get(NAME_PARAMS.get(str(method), ""))
-            if isinstance(target, str):
-                headers["Mcp-Name"] = _header_value(target)
-            return headers
-        if method == "initialize":
+        version = version_of(message)
+        if version is not None:
+            return modern_headers(message, version)
+        if message.get("method") == "initialize":
             return {}
         return self._session_headers(self._ensure_session())
 
@@ -311,22 +295,23 @@ class Relay:
             old.close()
             logger.info("the Loom daemon is now at %s", found.url)
 
-    def _ensure_session(self) -> tuple[Discovery, str | None, str | None]:
-        with self._lock:
-            session = self._session
-            if session is not None and session[0] == self._found:
-                return session
-            initialize = self._initialize
-        if initialize is None:
-            return (self._found, None, None)  # no handshake yet: the daemon says what it thinks of that
-        return self._reopen(initialize)
+    def _ensure_session(self) -> Session:
+        with self._reopening:  # calls that find the session lost together open one new one, not one each
+            with self._lock:
+                session = self._session
+                if session is not None and session[0] == self._found:
+                    return session
+                initialize = self._initialize
+            if initialize is None:
+                return (self._found, None, None)  # no handshake yet: the daemon says what it thinks of that
+            return self._reopen(initialize)
 
-    def _reopen(self, initialize: dict[str, Any]) -> tuple[Discovery, str | None, str | None]:
+    def _reopen(self, initialize: Message) -> Session:
         """Replay the caller's handshake on a daemon that does not know our session; its answer is ours to keep."""
         replayed = {**initialize, "id": _INIT_ID}
-        seen: list[dict[str, Any]] = []
+        seen: list[Message] = []
 
-        def deliver(reply: dict[str, Any]) -> bool:
+        def deliver(reply: Message) -> bool:
             final = reply.get("id") == _INIT_ID and "method" not in reply
             if final:
                 seen.append(reply)
@@ -346,7 +331,7 @@ class Relay:
         logger.info("opened a new session on the Loom daemon at %s", self._found.url)
         return session
 
-    def _open_session(self, reply: Reply, seen: list[dict[str, Any]]) -> None:
+    def _open_session(self, reply: Reply, seen: list[Message]) -> None:
         result = seen[0].get("result") if seen else None
         version = result.get("protocolVersion") if isinstance(result, dict) else None
         with self._lock:
@@ -357,7 +342,7 @@ class Relay:
             self._session = None
 
     @staticmethod
-    def _session_headers(session: tuple[Discovery, str | None, str | None]) -> dict[str, str]:
+    def _session_headers(session: Session) -> dict[str, str]:
         _, session_id, version = session
         headers = {"Mcp-Session-Id": session_id} if session_id else {}
         if version:
@@ -376,7 +361,7 @@ class Relay:
 
     # -- to the caller --------------------------------------------------------------------------
 
-    def _write(self, message: dict[str, Any]) -> None:
+    def _write(self, message: Message) -> None:
         data = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
         with self._out_lock:
             try:
@@ -397,46 +382,6 @@ class _NotRunning(Exception):
         if self._refused is not None:
             return answers.refused(self._refused, name)
         return answers.not_running(self._home, self._url, name)
-
-
-def _token_refused(url: str, status: int) -> str:
-    return (
-        f"the Loom daemon at {url} refused the token in daemon.token (HTTP {status}); "
-        "restart the daemon (`loom serve`) so that the file and the daemon agree"
-    )
-
-
-def _version(message: dict[str, Any]) -> str | None:
-    params = message.get("params")
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    version = meta.get(VERSION_META) if isinstance(meta, dict) else None
-    return version if isinstance(version, str) else None
-
-
-def _client_name(info: object) -> str:
-    name = info.get("name") if isinstance(info, dict) else None
-    return name if isinstance(name, str) else ""
-
-
-def _cancel(request_id: Any, reason: str) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "method": "notifications/cancelled",
-        "params": {"requestId": request_id, "reason": reason},
-    }
-
-
-def _key(request_id: object) -> str:
-    return json.dumps(request_id)  # 1 and "1" are different ids
-
-
-def _header_value(value: str) -> str:
-    # What the SDK's encode_header_value does: a value that would not survive an HTTP header goes as base64.
-    if value.isascii() and value.isprintable() and value == value.strip() and not value.startswith("=?base64?"):
-        return value
-    import base64
-
-    return f"=?base64?{base64.b64encode(value.encode()).decode('ascii')}?="
 
 
 def _listening(url: str) -> bool:

@@ -20,8 +20,8 @@ import pytest
 from mcp import MCPError
 from mcp.server.mcpserver import MCPServer
 
-from clients.relay.relay import DRIVING_CLIENT_META
 from clients.relay.sse import events
+from clients.relay.wire import DRIVING_CLIENT_META
 from orchestrator import protocol
 from tests.clients.daemon_like import TOKEN, daemon_like, static
 from tests.clients.test_cli_mcp import exited_within, loom_mcp, our_children_running
