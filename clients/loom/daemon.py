@@ -1,7 +1,7 @@
 """Reaching a running daemon (``loom serve``): its address and token, and an MCP client over its HTTP face.
 
-:func:`clients.loom.open_client` uses it when a daemon runs for the home; :mod:`clients.daemon_link` (under
-``loom mcp``) builds its own reconnecting client on :func:`http_client`.
+:func:`clients.loom.open_client` uses it when a daemon runs for the home. ``loom mcp`` attached to a daemon
+does not: it relays bytes with the standard library alone (:mod:`clients.relay`), to start in milliseconds.
 """
 
 from __future__ import annotations
