@@ -158,6 +158,18 @@ def build_parser() -> argparse.ArgumentParser:
     what = trust.add_mutually_exclusive_group()
     what.add_argument("--show", action="store_true", help="print the files and whether they are trusted, and stop")
     what.add_argument("--revoke", action="store_true", help="stop trusting the project")
+    tui = sub.add_parser(
+        "tui", help="the terminal UI on the daemon (started in the background when none runs); also plain `loom`"
+    )
+    tui.add_argument("session", nargs="?", help="the session to open (default: a new one)")
+    tui.add_argument("--model", help="PROVIDER:NAME for sessions made here, as for `loom run`")
+    tui.add_argument(
+        "--mode",
+        choices=["ask", "accept-edits", "plan", "bypass"],
+        default="ask",
+        help="policy mode for sessions made here (default ask: reads run, anything else waits for your approval)",
+    )
+    tui.add_argument("--cwd", help="sessions made here work in this directory instead of the current one")
     runs = sub.add_parser("runs", help="list recent runs")
     runs.add_argument("--limit", type=_positive_int, default=20, metavar="N", help="show at most N runs (default 20)")
     return parser
@@ -168,8 +180,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        parser.print_help()
-        return EXIT_OK
+        if not argv and sys.stdin.isatty() and sys.stdout.isatty():  # a person at a terminal: the TUI
+            args = parser.parse_args(["tui"])
+        else:
+            parser.print_help()
+            return EXIT_OK
+    if args.command == "tui":
+        from clients.tui import run_tui
+
+        return run_tui(args)
     if args.command == "server":
         if args.name == "checkpoints":  # Loom's durable store: `--db PATH` (default $LOOM_HOME/loom.db)
             from servers import checkpoints

@@ -1,0 +1,106 @@
+"""One tool call in the conversation: its name, short arguments, status and a short result."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.text import Text
+from textual import events, on
+from textual.timer import Timer
+from textual.widgets import Static
+
+from clients.tui.text import short_arguments, short_result
+
+__all__ = ["ToolBlock"]
+
+_STATUS_STYLE = {
+    "writing": "dim",
+    "waiting": "yellow",
+    "awaiting approval": "bold yellow",
+    "running": "cyan",
+    "done": "green",
+    "failed": "red",
+}
+
+
+class ToolBlock(Static):
+    """A tool call, from the model writing it to its result.
+
+    Its ``status`` is ``writing`` (arguments still streaming), ``waiting`` (written, not started),
+    ``awaiting approval``, ``running`` (with the time since it started), ``done`` or ``failed`` (with the
+    failure kind: ``denied``, ``timed_out``, ``tool_error``...).
+    """
+
+    def __init__(self, *, call_id: str, name: str, arguments: dict[str, Any] | str, status: str = "waiting") -> None:
+        super().__init__(classes="-" + status.replace(" ", "-"))
+        self.call_id = call_id
+        self.tool = name
+        self.arguments: dict[str, Any] | str = arguments
+        self.status = status
+        self.failure: str | None = None
+        self.result = ""
+        self._started: float | None = None
+        self._duration: float | None = None
+        self._ticker: Timer | None = None
+        self._refresh_content()
+
+    @on(events.Mount)
+    def _mounted(self) -> None:
+        if self.status == "running" and self._ticker is None:
+            self._ticker = self.set_interval(1.0, self._refresh_content)
+
+    def stream(self, name: str, piece: str) -> None:
+        """More of the arguments' JSON text as the model writes it."""
+        self.tool = name or self.tool
+        if isinstance(self.arguments, str):
+            self.arguments += piece
+        self._refresh_content()
+
+    def written(self, call_id: str, name: str, arguments: dict[str, Any]) -> None:
+        """The whole call, from the stored assistant message."""
+        self.call_id, self.tool, self.arguments = call_id, name, arguments
+        if self.status == "writing":
+            self._set_status("waiting")
+        self._refresh_content()
+
+    def set_status(self, status: str, *, started: float | None = None) -> None:
+        """Move the call on (``started``: when it started running, for the elapsed time)."""
+        if status == "running":
+            self._started = started or time.time()
+            if self.is_mounted and self._ticker is None:
+                self._ticker = self.set_interval(1.0, self._refresh_content)
+        self._set_status(status)
+        self._refresh_content()
+
+    def finished(self, *, is_error: bool, failure: str | None, content: str, duration_ms: float) -> None:
+        """The call ended with ``content`` (what the model sees)."""
+        self.failure = failure or ("tool_error" if is_error else None)
+        self.result = short_result(content)
+        self._duration = duration_ms / 1000
+        if self._ticker is not None:
+            self._ticker.stop()
+            self._ticker = None
+        self._set_status("failed" if is_error else "done")
+        self._refresh_content()
+
+    def _set_status(self, status: str) -> None:
+        self.remove_class("-" + self.status.replace(" ", "-"))
+        self.status = status
+        self.add_class("-" + status.replace(" ", "-"))
+
+    def _refresh_content(self) -> None:
+        line = Text("⚙ ", style="bold")
+        line.append(self.tool or "…", style="bold")
+        line.append(" " + short_arguments(self.arguments), style="dim")
+        status = self.status
+        if status == "running" and self._started is not None:
+            status += f" {time.time() - self._started:.0f}s"
+        elif status in ("done", "failed") and self._duration is not None:
+            status += f" {self._duration:.1f}s"
+        if self.failure:
+            status += f" ({self.failure})"
+        line.append(f"  [{status}]", style=_STATUS_STYLE.get(self.status, ""))
+        if self.result:
+            line.append("\n" + self.result, style="red" if self.status == "failed" else "dim")
+        self.update(line)
