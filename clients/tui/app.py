@@ -20,7 +20,7 @@ from textual.widgets import Footer
 
 from clients.loom import FaceError, LiveFollower, LoomClient, daemon_running
 from clients.tui.approval_card import ApprovalCard
-from clients.tui.connection import DaemonStartFailed, attach, start_daemon, wait_for_daemon
+from clients.tui.connection import DECIDED_BY, DaemonStartFailed, attach, start_daemon, wait_for_daemon
 from clients.tui.conversation import Conversation
 from clients.tui.prompt import Prompt
 from clients.tui.sessions_panel import SessionsPanel
@@ -319,7 +319,9 @@ class LoomApp(App[int]):
             return
         try:
             with anyio.fail_after(CALL_TIMEOUT_S):
-                await loom.decide_approval(event.approval_id, event.decision, reason=event.reason)
+                await loom.decide_approval(
+                    event.approval_id, event.decision, reason=event.reason, decided_by=DECIDED_BY
+                )
         except (FaceError, TimeoutError) as exc:
             event.card.failed(f"not decided: {_describe(exc)}")
 

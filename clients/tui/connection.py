@@ -19,10 +19,13 @@ import anyio
 
 from clients.loom import LoomClient, daemon_running
 
-__all__ = ["CLIENT_NAME", "DaemonStartFailed", "attach", "daemon_log", "start_daemon", "wait_for_daemon"]
+__all__ = ["CLIENT_NAME", "DECIDED_BY", "DaemonStartFailed", "attach", "daemon_log", "start_daemon", "wait_for_daemon"]
 
 CLIENT_NAME = "loom-tui"
-"""The ``clientInfo`` name the TUI gives the face: approvals decided here are recorded as decided by it."""
+"""The ``clientInfo`` name the TUI gives the face (the daemon logs it)."""
+
+DECIDED_BY = "tui"
+"""Who the TUI's decisions are recorded as (``loom approve`` records ``cli``): what another client's card shows."""
 
 START_TIMEOUT_S = 20.0
 """How long a daemon started here may take to write its discovery file (it opens the store and its servers)."""
