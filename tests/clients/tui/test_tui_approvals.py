@@ -7,8 +7,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from clients.tui.approval_card import ApprovalCard
 from clients.tui.connection import DECIDED_BY
+from clients.tui.tool_block import ToolBlock
 from tests.clients.cli_support import make_project, run_loom, write_script
 from tests.clients.tui.support import SIZE, connected, tui, type_message, until
 from tests.orchestrator.daemon.daemon_process import running_daemon
@@ -39,7 +39,7 @@ async def answered_from_the_tui(home: Path, project: Path, model: str) -> None:
         await type_message(pilot, "not this one")
         await until(pilot, lambda: app.status.run == "completed", "the run to finish")
         assert second.decision == "deny" and second.deny_reason == "not this one"
-        blocks = {b.arguments["path"]: b for b in app.conversation.query("ToolBlock")}  # type: ignore[attr-defined]
+        blocks = {b.arguments["path"]: b for b in app.conversation.query(ToolBlock) if isinstance(b.arguments, dict)}
         assert blocks["a.txt"].status == "done"
         assert blocks["b.txt"].status == "failed" and blocks["b.txt"].failure == "denied"
 

@@ -33,7 +33,7 @@ async def drive(home: Path, project: Path, model: str) -> list[str]:
         await until(pilot, lambda: app.status.run == "completed", "the second run to finish")
         blocks = list(app.conversation.query(UserMessageBlock))
         assert not any(b.queued for b in blocks)
-        return [getattr(w, "text", None) or getattr(w, "source", "") for w in app.conversation.children]
+        return [str(getattr(w, "text", None) or getattr(w, "source", "")) for w in app.conversation.children]
 
 
 def test_a_message_sent_during_a_run_is_queued_and_runs_next(tmp_path: Path) -> None:
