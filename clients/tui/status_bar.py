@@ -8,7 +8,7 @@ from textual.widget import Widget
 
 from clients.tui.text import gauge
 
-__all__ = ["StatusBar"]
+__all__ = ["StatusBar", "short_model"]
 
 
 class StatusBar(Widget):
@@ -30,15 +30,20 @@ class StatusBar(Widget):
     """``connecting``, ``starting daemon``, ``connected`` or ``disconnected``."""
 
     def render(self) -> Text:
-        """The line, from the reactive state."""
-        line = Text()
-        line.append(self.model or "no session", style="bold")
-        if self.mode:
-            line.append(f" · {self.mode}")
-        line.append("  ")
-        line.append_text(gauge(self.ratio, self.threshold))
-        run = self.run if self.run == "idle" or not self.step else f"{self.run} step {self.step}"
-        line.append(f"  {run}", style="cyan" if self.run not in ("idle", "completed") else "")
+        """The line, from the reactive state: the short parts first, so 80 columns cut only the model."""
         style = {"connected": "green", "disconnected": "bold red"}.get(self.connection, "yellow")
-        line.append(f"  ● {self.connection}", style=style)
+        line = Text(f"● {self.connection}", style=style)
+        run = self.run if self.run == "idle" or not self.step else f"{self.run} step {self.step}"
+        line.append(f"  {run}  ", style="cyan" if self.run not in ("idle", "completed") else "")
+        line.append_text(gauge(self.ratio, self.threshold))
+        if self.mode:
+            line.append(f"  {self.mode}")
+        line.append(f"  {short_model(self.model) or 'no session'}", style="bold")
+        line.truncate(max(self.size.width, 1), overflow="ellipsis")
         return line
+
+
+def short_model(model: str) -> str:
+    """``PROVIDER:NAME`` with a path-like name cut to its last part (``scripted:/a/s.json`` → ``scripted:s.json``)."""
+    provider, sep, name = model.partition(":")
+    return f"{provider}{sep}{name.rsplit('/', 1)[-1]}" if sep else model
