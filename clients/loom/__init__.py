@@ -47,6 +47,7 @@ async def open_client(
     config_path: Path | None = None,
     shared: bool = False,
     client_name: str = "loom",
+    require_daemon: bool = False,
 ) -> AsyncIterator[LoomClient]:
     """A client of the daemon's face if a daemon runs for ``home``, else of a face in this process.
 
@@ -57,12 +58,15 @@ async def open_client(
         shared: an in-process face that writes only the sessions this client creates (``loom run``), so that
             other such processes may run beside it; otherwise it holds the home alone.
         client_name: the ``clientInfo`` name the face records (approvals decided through this client say so).
+        require_daemon: never open a face in this process (a TUI: closing it must not end a run, and several
+            must see one session); without a daemon, raise :class:`~clients.loom.daemon.DaemonNotRunning`.
 
     Raises:
         orchestrator.config.ConfigError: the configuration an in-process face would use is invalid.
         orchestrator.face.local.CannotOpen: no daemon runs and this process cannot run Loom (another process
             runs sessions on the home: start ``loom serve``; or the store cannot be opened).
         orchestrator.daemon.auth.TokenError: a daemon runs but its token cannot be read.
+        clients.loom.daemon.DaemonNotRunning: ``require_daemon`` and no daemon runs.
     """
     from mcp import Client
     from mcp import types as mt
@@ -73,7 +77,7 @@ async def open_client(
 
     home = home or loom_home()
     info = mt.Implementation(name=client_name, version=loom_version())
-    if daemon_running(home):
+    if require_daemon or daemon_running(home):
         async with connect(home, client_info=info) as session:
             yield LoomClient(session, on_daemon=True)
         return

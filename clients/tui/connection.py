@@ -1,9 +1,8 @@
 """The TUI's link to the daemon: starting ``loom serve`` when none runs, and attaching to it.
 
 The TUI is a client of the daemon only: it never opens Loom's face in its own process (closing the TUI must
-not end a run, and several TUIs must see one session), so it connects through
-:func:`clients.loom.daemon.connect` rather than :func:`clients.loom.open_client`, which would fall back to an
-in-process face when the daemon is gone.
+not end a run, and several TUIs must see one session), so it opens its client with ``require_daemon``, which
+fails when the daemon is gone instead of falling back to an in-process face.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import anyio
 
-from clients.loom import LoomClient, daemon_running
+from clients.loom import LoomClient, daemon_running, open_client
 
 __all__ = ["CLIENT_NAME", "DECIDED_BY", "DaemonStartFailed", "attach", "daemon_log", "start_daemon", "wait_for_daemon"]
 
@@ -101,11 +100,5 @@ async def attach(home: Path) -> AsyncIterator[LoomClient]:
         clients.loom.daemon.DaemonNotRunning: none runs.
         orchestrator.daemon.auth.TokenError: its token cannot be read.
     """
-    from mcp import types as mt
-
-    from clients.loom.daemon import connect
-    from servers._version import loom_version
-
-    info = mt.Implementation(name=CLIENT_NAME, version=loom_version())
-    async with connect(home, client_info=info) as session:
-        yield LoomClient(session, on_daemon=True)
+    async with open_client(home, client_name=CLIENT_NAME, require_daemon=True) as client:
+        yield client
