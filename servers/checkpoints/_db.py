@@ -27,6 +27,7 @@ import anyio
 from servers._database import close_shielded, enable_wal, make_private
 from servers.checkpoints._errors import DatabaseError, describe
 from servers.checkpoints._schema import BASE_SCHEMA, CALL_ID, CALL_INDEX, MIGRATIONS, SCHEMA_VERSION
+from servers.checkpoints._writes import MAX_ROWS_PER_INSERT, index_statement, insert_statements, write_in_transaction
 
 __all__ = ["SCHEMA_VERSION", "Database", "DatabaseError", "describe"]
 
@@ -35,8 +36,6 @@ _AUTOCHECKPOINT_PAGES = 20_000
 _CHECKPOINT_AFTER_ROWS = 256
 """Rows appended since the last checkpoint before a run's end folds the WAL back (see ``Database.append``)."""
 
-# SQLite caps host parameters per statement (32766 on modern builds); 6 per row keeps us far below.
-_MAX_ROWS_PER_INSERT = 500
 
 _INDEX_TYPES = frozenset(
     {
@@ -176,7 +175,7 @@ class Database:
             rows.append((sid, seq, event.get("run_id"), kind, ts, body))
         indexed = [e for e in events if e["type"] in _INDEX_TYPES]
         try:
-            if indexed or len(rows) > _MAX_ROWS_PER_INSERT:
+            if indexed or len(rows) > MAX_ROWS_PER_INSERT:
                 await self._append_in_transaction(rows, indexed)
             else:
                 await self._insert_rows(rows)
@@ -204,18 +203,24 @@ class Database:
             self._last_seq.pop(sid, None)
 
     async def _insert_rows(self, rows: list[tuple[Any, ...]]) -> None:
-        for start in range(0, len(rows), _MAX_ROWS_PER_INSERT):
-            chunk = rows[start : start + _MAX_ROWS_PER_INSERT]
-            values = ",".join(["(?,?,?,?,?,?)"] * len(chunk))
-            await self._conn.execute(f"INSERT INTO events VALUES {values}", [v for row in chunk for v in row])
+        for sql, params in insert_statements(rows):
+            await self._conn.execute(sql, params)
 
     async def _append_in_transaction(self, rows: list[tuple[Any, ...]], indexed: list[dict[str, Any]]) -> None:
+        statements = insert_statements(rows)
+        statements += [found for found in map(index_statement, indexed) if found is not None]
+        # In one hand-off to aiosqlite's thread, where this connection's every statement runs anyway: its
+        # ``_execute`` queues a function there (aiosqlite 0.22, private). Without it, statement by statement.
+        in_thread = getattr(self._conn, "_execute", None)
+        raw = getattr(self._conn, "_connection", None)
+        if callable(in_thread) and isinstance(raw, sqlite3.Connection):
+            await in_thread(write_in_transaction, raw, statements)
+            return
         db = self._conn
         await db.execute("BEGIN IMMEDIATE")
         try:
-            await self._insert_rows(rows)
-            for event in indexed:
-                await self._index(event)
+            for sql, params in statements:
+                await db.execute(sql, params)
             await db.execute("COMMIT")
         except BaseException:
             # On some errors (SQLITE_FULL, SQLITE_IOERR) SQLite has already rolled the transaction back, and
@@ -239,47 +244,6 @@ class Database:
                 # (busy, frames in the WAL, frames folded back): count again from nothing only if all were.
                 if row is not None and row[0] == 0 and row[1] == row[2]:
                     self._unfolded = 0
-
-    async def _index(self, e: dict[str, Any]) -> None:
-        db, kind = self._conn, e["type"]
-        if kind == "session_created":
-            await db.execute(
-                "INSERT INTO sessions (id, created, cwd, model, mode) VALUES (?,?,?,?,?)",
-                (e["session_id"], e["ts"], e.get("cwd", ""), e.get("model", ""), e.get("mode", "bypass")),
-            )
-        elif kind == "session_archived":
-            await db.execute("UPDATE sessions SET archived=1 WHERE id=?", (e["session_id"],))
-        elif kind == "run_queued":
-            await db.execute(
-                "INSERT INTO runs (id, session_id, started, status, model, owner) VALUES (?,?,?,?,?,?)",
-                (e["run_id"], e["session_id"], e["ts"], "queued", "", e.get("owner", "")),
-            )
-        elif kind == "run_started":
-            # A queued run already has its row: it starts now (again, if a crash left it queued).
-            await db.execute(
-                "INSERT INTO runs (id, session_id, started, status, model, owner) VALUES (?,?,?,?,?,?) "
-                "ON CONFLICT(id) DO UPDATE SET started=excluded.started, status='running', model=excluded.model, "
-                "owner=excluded.owner, finished=NULL, reason=''",
-                (e["run_id"], e["session_id"], e["ts"], "running", e.get("model", ""), e.get("owner", "")),
-            )
-        elif kind == "run_resumed":
-            # Running again, under a new owner: a crash now must leave it to be marked interrupted again.
-            await db.execute(
-                "UPDATE runs SET finished=NULL, status='running', reason='', owner=? WHERE id=?",
-                (e.get("owner", ""), e["run_id"]),
-            )
-        elif kind == "run_finished":
-            await db.execute(
-                "UPDATE runs SET finished=?, status=?, reason=?, final_text=? WHERE id=?",
-                (e["ts"], e["status"], e.get("reason", ""), e.get("final_text", ""), e["run_id"]),
-            )
-        elif kind == "model_switched":
-            # The session row's model is the one a reopened session uses; its window goes with it, while the
-            # last usage stays until the next watermark measures it against the new window.
-            await db.execute(
-                "UPDATE sessions SET model=?, context_window=? WHERE id=?",
-                (e.get("model"), e.get("window"), e["session_id"]),
-            )
 
     async def read_events(
         self, session_id: str, *, after_seq: int = 0, run_id: str | None = None, limit: int | None = None
