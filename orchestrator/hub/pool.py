@@ -36,7 +36,7 @@ from orchestrator.hub.outcomes import ToolOutcome, describe
 from orchestrator.hub.retry import RetryPolicy, call_with_retries, may_retry
 from orchestrator.hub.schemas import input_validator, share_output_validators
 from orchestrator.hub.timeouts import call_timeout, configured_timeout, takes_timeout
-from orchestrator.hub.transports import connected_tools, open_client, open_errlog, stderr_tail
+from orchestrator.hub.transports import connected_tools, listed_in_process, open_client, open_errlog, stderr_tail
 from orchestrator.models.base import ToolSpec
 
 __all__ = ["FailureHook", "Hub", "HubTool", "RetryPolicy", "ToolOutcome"]
@@ -83,6 +83,8 @@ class _Connection:
     """Bumped on every (re)connect so that a dying old connection task cannot clobber a new one."""
     stop: anyio.Event = field(default_factory=anyio.Event)
     lock: anyio.Lock = field(default_factory=anyio.Lock)
+    deferred: bool = False
+    """An in-process server whose tools are known without a connection: it connects on its first call."""
 
     @property
     def config(self) -> ServerConfig | None:
@@ -144,7 +146,14 @@ class Hub:
         try:
             async with anyio.create_task_group() as starting:
                 for conn in self._conns.values():
-                    starting.start_soon(self._connect, conn)
+                    # A session's built-in servers are known by their listing alone: each connects (its lifespan
+                    # opening what it holds, a database say) when first called, and a session that never calls
+                    # one, or is closed before its first run, never pays for it.
+                    listed = await listed_in_process(conn.target)
+                    if listed is None:
+                        starting.start_soon(self._connect, conn)
+                    else:
+                        conn.tools, conn.deferred = listed, True
         except BaseException:
             # cancelled (Ctrl-C) or failed while servers start: close what started, in this task
             for conn in self._conns.values():
@@ -182,6 +191,7 @@ class Hub:
         assert self._tg is not None
         conn.stop = anyio.Event()
         conn.generation += 1
+        conn.deferred = False
         ready = anyio.Event()
         self._tg.start_soon(self._serve, conn, conn.generation, ready)
         await ready.wait()
@@ -271,7 +281,7 @@ class Hub:
         """
         tool = self._tools.get(name)
         down = self._conns.get(server_of(name))
-        if tool is None and down is not None and down.client is None:
+        if tool is None and down is not None and down.client is None and not down.deferred:
             await self._revive(down)  # its tools may be back, or the model guessed a name
             tool = self._tools.get(name)
             if tool is None:

@@ -86,6 +86,13 @@ async def connected_tools(target: MCPServer | ServerConfig, client: Client) -> l
     return await list_all_tools(client)
 
 
+async def listed_in_process(target: MCPServer | ServerConfig) -> list[mt.Tool] | None:
+    """An in-process server's tools as its ``tools/list`` would answer, without connecting; None where unknown."""
+    if isinstance(target, MCPServer) and _lists_as_it_answers(target):
+        return list(await target.list_tools())
+    return None
+
+
 def _lists_as_it_answers(server: MCPServer) -> bool:
     """Whether ``server.list_tools()`` is what its ``tools/list`` answers: no middleware but the SDK's own.
 

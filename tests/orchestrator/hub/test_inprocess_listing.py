@@ -1,11 +1,13 @@
-"""In-process servers are listed without a tools/list round trip, and the hub sees what tools/list would answer."""
+"""In-process servers: listed without a round trip, connected on first use, seen as their tools/list answers."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 from mcp import types as mt
@@ -76,3 +78,57 @@ async def test_a_server_with_its_own_middleware_is_still_asked_over_mcp(tmp_path
             assert [t.name for t in hub.tools] == ["watched__echo"]
             assert (await hub.call("watched__echo", {"text": "hi"})).content == "hi"
     assert methods.count("tools/list") == 2 and methods.count("server/discover") == 2
+
+
+async def test_an_in_process_server_connects_on_its_first_call_once_however_many_callers() -> None:
+    entered: list[str] = []
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_server: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:
+        entered.append("in")
+        yield {}
+        entered.append("out")
+
+    server: MCPServer[Any] = MCPServer("lazy", lifespan=lifespan)
+
+    @server.tool()
+    async def echo(text: str) -> str:
+        """Echo the text."""
+        await anyio.sleep(0.01)
+        return text
+
+    async with Hub({"lazy": server}) as hub:
+        assert [t.name for t in hub.tools] == ["lazy__echo"] and entered == []  # listed, not connected
+        assert hub.failures == {}
+        results: list[str] = []
+
+        async def call(i: int) -> None:
+            results.append((await hub.call("lazy__echo", {"text": f"{i}"})).content)
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                for i in range(5):
+                    tg.start_soon(call, i)
+        assert sorted(results) == [f"{i}" for i in range(5)] and entered == ["in"]
+        assert (await hub.call("lazy__nope", {})).is_error  # an unknown name is unknown, not a reason to reconnect
+    assert entered == ["in", "out"]
+
+
+async def test_a_session_closed_before_its_first_call_never_connects_its_servers() -> None:
+    entered: list[str] = []
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_server: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:
+        entered.append("in")
+        yield {}
+
+    server: MCPServer[Any] = MCPServer("idle", lifespan=lifespan)
+
+    @server.tool()
+    def noop() -> str:
+        """Do nothing."""
+        return ""
+
+    async with Hub({"idle": server}) as hub:
+        assert [t.name for t in hub.tools] == ["idle__noop"]
+    assert entered == []
