@@ -1,7 +1,9 @@
 """The event log: store first, then fan out to live subscribers.
 
-Appends are serialised so that subscribers see events in ``seq`` order, and an event is published
-only after the store has it: a client that reconnects from its last ``seq`` never misses one.
+Appends are serialised in rounds, so that subscribers see events in ``seq`` order: the batches appended
+while one round is being stored make the next, a single store call (see :meth:`EventLog.append`). An
+event is published only after the store has it: a client that reconnects from its last ``seq`` never
+misses one.
 Live-only events (text deltas) skip the store. A subscriber that falls too far behind is dropped
 (its stream ends) rather than slowing the run; it can re-read from the store by cursor.
 
@@ -15,7 +17,7 @@ Readers wait per session (:meth:`EventLog.watch`, :meth:`EventLog.wait_stored`):
 session wakes only that session's readers. And the log keeps, per session it wrote to lately, the newest
 stored events in memory (:meth:`EventLog.stored_since`), so that a follower a few events behind is served
 without a round trip to the store. That tail is exact because every append of this process goes through
-the log, in ``seq`` order, under one lock: it holds every event from its first ``seq`` to the newest, and
+the log, in ``seq`` order, one round at a time: it holds every event from its first ``seq`` to the newest, and
 it is dropped whenever that cannot be vouched for (a numbering gap, a failed append). Memory only says
 "nothing newer" while a run of this process is writing the session; otherwise the store is asked.
 """
