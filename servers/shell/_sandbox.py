@@ -32,6 +32,7 @@ directory is ``/`` or the home directory (or above it), only the socket itself i
 whose variable is configured to pass (``env_pass``) stays reachable. Files a command needs that live under the
 hidden directories (``/etc/resolv.conf`` is often a link into /run, NixOS keeps its PATH there) are bound back
 read-only. Abstract sockets live in the network namespace and are cut off only with ``network=False``.
+Which ones, for a given environment and root, `servers.shell._hiding.host_hiding` decides.
 
 Mounts apply in order: the tmpfs mounts come before the root's bind, so a root under /tmp or /run stays visible,
 and the protected paths come after it.
@@ -45,12 +46,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Literal
 
+from servers.shell._hiding import Hiding, host_hiding
 from servers.shell._protect import ProtectMounts
 
 __all__ = [
@@ -75,45 +77,6 @@ _PROBE_TIMEOUT_S = 10.0
 
 _USERNS_CHOICES = (("--unshare-user", "--disable-userns"), ("--unshare-user",))
 """Tried in order; bwrap before 0.8 has no --disable-userns, which is still worth a user namespace without it."""
-
-_SOCKET_VARIABLES = ("SSH_AUTH_SOCK", "XDG_RUNTIME_DIR", "DOCKER_HOST", "DBUS_SESSION_BUS_ADDRESS")
-
-_NEEDED_UNDER_HIDDEN = ("/etc/resolv.conf", "/etc/hosts", "/etc/localtime", "/etc/nsswitch.conf")
-
-
-@dataclass(frozen=True)
-class Hiding:
-    """What of the host is hidden from commands, and what is bound back.
-
-    Attributes:
-        directories: Covered with an empty tmpfs, parents before children.
-        sockets: Socket files covered with /dev/null (their directory could not be hidden whole).
-        restored: Paths under the hidden directories bound back read-only.
-    """
-
-    directories: tuple[Path, ...] = ()
-    sockets: tuple[Path, ...] = ()
-    restored: tuple[Path, ...] = ()
-    inside_root: tuple[Path, ...] = ()
-    """Directories inside the writable root to hide (Loom's home there): covered after the root is bound."""
-
-    def flags(self) -> list[str]:
-        """The bwrap flags, in mount order."""
-        flags: list[str] = []
-        for directory in self.directories:
-            flags += ["--tmpfs", str(directory)]
-        for socket_path in self.sockets:
-            flags += ["--ro-bind", "/dev/null", str(socket_path)]
-        for path in self.restored:
-            flags += ["--ro-bind", str(path), str(path)]
-        return flags
-
-    def late_flags(self) -> list[str]:
-        """The flags that must come after the root's bind, which would otherwise cover them."""
-        flags: list[str] = []
-        for directory in self.inside_root:
-            flags += ["--tmpfs", str(directory), "--remount-ro", str(directory)]
-        return flags
 
 
 @dataclass(frozen=True)
@@ -196,93 +159,6 @@ def _base_flags(network: bool, userns: Sequence[str]) -> list[str]:
     if not network:
         flags.append("--unshare-net")
     return [*flags, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
-
-
-def host_hiding(
-    environ: Mapping[str, str], root: Path, keep: Collection[str] = (), hide: Collection[Path] = ()
-) -> Hiding:
-    """Decide which host directories and sockets to hide from commands.
-
-    Args:
-        environ: The server's environment, where the socket variables are read.
-        root: The resolved writable root; nothing inside it is hidden.
-        keep: Names of socket variables configured to pass through; their sockets are bound back.
-        hide: More directories to hide whole (Loom's home); one that holds the root is left to the read-only
-            protection instead, since hiding it would hide the workspace's own parents.
-
-    Returns:
-        The hiding to apply.
-    """
-    home = Path(environ.get("HOME") or os.path.expanduser("~")).resolve()
-    directories: list[Path] = [Path("/run")]
-    var_run = Path("/var/run")
-    if var_run.is_dir() and not var_run.is_symlink():
-        directories.append(var_run)
-    sockets: list[Path] = []
-    kept: list[Path] = []
-    for name in _SOCKET_VARIABLES:
-        path = _socket_path(name, environ.get(name, ""))
-        if path is None:
-            continue
-        path = path.resolve()
-        if name in keep:
-            kept.append(path)
-            continue
-        if _inside(path, root) or not os.path.lexists(path):
-            continue
-        directory = path if name == "XDG_RUNTIME_DIR" else path.parent
-        if directory != Path("/") and not _inside(home, directory):
-            directories.append(directory)
-        elif directory != path:
-            # Hiding / or the home directory would hide the toolchains too; cover just the socket.
-            sockets.append(path)
-    late: list[Path] = []
-    for extra in hide:
-        resolved = Path(os.path.abspath(extra)).resolve()
-        if not resolved.is_dir() or _inside(root, resolved):
-            continue
-        (late if _inside(resolved, root) else directories).append(resolved)
-    directories = [path for path in directories if not _inside(path, root)]
-    hidden = _outermost([Path("/tmp"), *directories])
-    directories = [path for path in hidden if path != Path("/tmp")]
-    sockets = [path for path in sockets if not any(_inside(path, directory) for directory in hidden)]
-    needed = [*_NEEDED_UNDER_HIDDEN, *environ.get("PATH", "").split(os.pathsep)]
-    restored: list[Path] = []
-    for raw in needed:
-        if not raw or not os.path.isabs(raw) or not os.path.exists(raw):
-            continue
-        for path in dict.fromkeys([Path(os.path.normpath(raw)), Path(raw).resolve()]):
-            if any(_inside(path, directory) for directory in directories) and not _inside(path, root):
-                restored.append(path)
-    restored += [path for path in kept if any(_inside(path, directory) for directory in hidden)]
-    return Hiding(
-        directories=tuple(directories),
-        sockets=tuple(dict.fromkeys(sockets)),
-        restored=tuple(dict.fromkeys(restored)),
-        inside_root=tuple(dict.fromkeys(late)),
-    )
-
-
-def _socket_path(name: str, value: str) -> Path | None:
-    """The filesystem path a socket variable names, if it names one."""
-    if name == "DOCKER_HOST":
-        value = value.removeprefix("unix://") if value.startswith("unix://") else ""
-    elif name == "DBUS_SESSION_BUS_ADDRESS":
-        # "unix:path=/run/user/1000/bus,guid=..."; of several addresses separated by ';' the first is used.
-        first = value.split(";")[0]
-        paths = [field[5:] for field in first.removeprefix("unix:").split(",") if field.startswith("path=")]
-        value = paths[0] if first.startswith("unix:") and paths else ""
-    return Path(value) if value and os.path.isabs(value) else None
-
-
-def _outermost(paths: Sequence[Path]) -> list[Path]:
-    """The paths not inside another of them, parents first."""
-    unique = sorted(set(paths), key=lambda path: (len(path.parts), str(path)))
-    return [path for path in unique if not any(_inside(path, other) and path != other for other in unique)]
-
-
-def _inside(path: Path, directory: Path) -> bool:
-    return path == directory or path.is_relative_to(directory)
 
 
 @cache
