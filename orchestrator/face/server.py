@@ -152,7 +152,19 @@ def build_face(host: SessionHost) -> MCPServer:
                 raise ToolError(f"{problem}; or choose another model")
             notice = DEMO_NOTICE if spec == DEMO_SPEC else ""
             session = await host.create_session(Path(cwd), chosen, mode, headless=headless, notice=notice)
-            return session_info(await host.record(session.id))
+            # A new id that only this process knows: what it appended is all there is, so the record need not
+            # be read back. Nothing has measured its context yet, and no run of it can have started.
+            last_seq = host.runtime.log.newest_held(session.id)
+            if last_seq is None:
+                return session_info(await host.record(session.id))
+            return SessionInfo(
+                session_id=session.id,
+                cwd=str(session.cwd),
+                model=chosen.name,
+                mode=mode,
+                archived=False,
+                last_seq=last_seq,
+            )
 
     @face.tool(annotations=_READ_ONLY)
     async def list_sessions(include_archived: bool = False) -> SessionList:
