@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import anyio
 import anyio.to_thread
 
 from orchestrator.context.instructions import load_instructions, project_root, render_instructions
@@ -80,11 +81,22 @@ async def build_system_prompt(cwd: Path, home: Path, tools: ToolCaller | None = 
 
 
 async def memory_index(tools: ToolCaller, namespaces: Sequence[str] = MEMORY_NAMESPACES) -> str:
-    """The memory section of the prompt: each namespace's note keys and first lines, or "" if there are none."""
+    """The memory section of the prompt: each namespace's note keys and first lines, or "" if there are none.
+
+    The namespaces are listed concurrently, one round through the hub rather than one per namespace; the index
+    keeps their order.
+    """
+    outcomes: list[ToolOutcome | None] = [None] * len(namespaces)
+
+    async def list_one(index: int, namespace: str) -> None:
+        outcomes[index] = await tools.call("memory__list", {"namespace": namespace})
+
+    async with anyio.create_task_group() as tg:
+        for index, namespace in enumerate(namespaces):
+            tg.start_soon(list_one, index, namespace)
     lines: list[str] = []
-    for namespace in namespaces:
-        outcome = await tools.call("memory__list", {"namespace": namespace})
-        if outcome.is_error or outcome.structured is None:
+    for namespace, outcome in zip(namespaces, outcomes, strict=True):
+        if outcome is None or outcome.is_error or outcome.structured is None:
             continue  # no memory server, or it failed: the run goes on without the index
         notes = outcome.structured.get("notes") or []
         for note in notes[:MAX_INDEX_ENTRIES]:
