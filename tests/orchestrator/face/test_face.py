@@ -57,6 +57,15 @@ async def test_a_driver_runs_a_session_and_follows_its_events(tmp_path: Path, mo
     assert more["events"] == [] and more["next_after_seq"] == page["next_after_seq"]
 
 
+async def test_create_session_answers_what_get_session_then_says(tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    model = script(tmp_path, [{"text": "hi"}])
+    async with face_client(tmp_path, "auto") as client:
+        for notice in ("scripted:demo", model):  # the demo's session starts with a notice; the other with none
+            created = await call(client, "create_session", cwd=str(tmp_path / "work"), model=notice, headless=True)
+            assert created == await call(client, "get_session", session_id=created["session_id"])
+
+
 @pytest.mark.parametrize("mode", MODES)
 async def test_send_returns_at_once_and_a_run_can_be_cancelled(tmp_path: Path, mode: str) -> None:
     model = script(tmp_path, [{"text": "slow", "delay_s": 30}])
