@@ -20,6 +20,7 @@ from clients.cli.exits import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from clients.cli.output import discard_stdout
 from clients.loom import FaceError, LiveFollower, LoomClient, open_client
 from orchestrator.config import ConfigError
+from orchestrator.daemon.auth import TokenError
 from orchestrator.events import Event, RunFinished
 from orchestrator.face.local import CannotOpen
 from orchestrator.protocol import STORE_FAILURE
@@ -60,7 +61,7 @@ def with_client(
         return anyio.run(connected)
     except KeyboardInterrupt:
         return EXIT_CANCELLED
-    except (FaceError, ConfigError, CannotOpen, OSError, BaseExceptionGroup) as exc:
+    except (FaceError, ConfigError, CannotOpen, TokenError, BaseExceptionGroup) as exc:
         # Raised inside the client's task groups, an error reaches us wrapped in exception groups.
         face = first_of(exc, FaceError)
         if face is not None:
@@ -71,16 +72,10 @@ def with_client(
         cannot = first_of(exc, CannotOpen)
         if cannot is not None:
             return fail(str(cannot), EXIT_USAGE if cannot.usage else EXIT_FAILED)
-        token = _token_error(exc)
+        token = first_of(exc, TokenError)
         if token is not None:
             return fail(str(token))
         raise
-
-
-def _token_error(exc: BaseException) -> Exception | None:
-    from orchestrator.daemon.auth import TokenError
-
-    return first_of(exc, TokenError)
 
 
 async def watch_run(

@@ -85,3 +85,16 @@ def test_errors_name_cli_commands_not_face_tools(tmp_path: Path) -> None:
     assert "`loom sessions` lists them" in sent.stderr and "list_sessions" not in sent.stderr, sent
     approved = run_loom("approve", "a_nope", cwd=tmp_path, home=home)
     assert "`loom approvals` lists the pending ones" in approved.stderr, approved
+
+
+def test_an_unusable_daemon_token_is_a_plain_error(tmp_path: Path) -> None:
+    from tests.clients.daemon_like import daemon_like, face_of
+
+    home = tmp_path / "home"
+    with daemon_like(home, face_of(home)):
+        (home / "daemon.token").write_text("")  # a daemon that died while creating it
+        listed = run_loom("approvals", cwd=tmp_path, home=home)
+
+    assert listed.returncode == 2, listed
+    assert listed.stderr.startswith("loom: error: ") and "daemon.token is empty" in listed.stderr, listed
+    assert "Traceback" not in listed.stderr, listed
