@@ -115,11 +115,15 @@ class SessionRow(NamedTuple):
 
 
 @contextlib.contextmanager
-def _reading(home: Path) -> Iterator[sqlite3.Connection | None]:
+def _reading(home: Path, oldest: int = KNOWN_SCHEMAS.start) -> Iterator[sqlite3.Connection | None]:
     """A read-only connection to ``home``'s database, or None when there is no database yet.
 
+    Args:
+        home: the Loom home.
+        oldest: the oldest schema version the caller's query matches.
+
     Raises:
-        Unreadable: the file cannot be opened or has a schema this module does not know.
+        Unreadable: the file cannot be opened or has a schema this module does not know (or older than ``oldest``).
     """
     path = home / DB_NAME
     if not path.is_file():
@@ -136,7 +140,7 @@ def _reading(home: Path) -> Iterator[sqlite3.Connection | None]:
         except sqlite3.Error as exc:
             raise Unreadable(str(exc)) from exc
         version = int(row[0]) if row is not None and str(row[0]).isdigit() else 0
-        if version not in KNOWN_SCHEMAS:
+        if version not in KNOWN_SCHEMAS or version < oldest:
             raise Unreadable(f"schema {version}")
         try:
             yield conn
@@ -179,12 +183,9 @@ def recent_sessions(home: Path, *, include_archived: bool = False, limit: int = 
     Raises:
         Unreadable: not a file this module reads (older schemas included); ask the face instead.
     """
-    with _reading(home) as conn:
+    with _reading(home, oldest=_SESSIONS_SINCE) as conn:
         if conn is None:
             return []
-        version = int(conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0])
-        if version < _SESSIONS_SINCE:
-            raise Unreadable(f"schema {version}")
         where = "" if include_archived else "WHERE archived=0 "
         rows = conn.execute(
             "SELECT id, cwd, model, mode, archived, context_window, "
