@@ -64,16 +64,21 @@ def ensure_token(home: Path) -> str:
 def load_token(home: Path) -> str:
     """Read the token a running daemon expects (for clients attaching to it).
 
+    A token another user could read (or another user's file) is refused, as the daemon refuses it: a
+    client that used it would drive a daemon whose sessions anyone on the machine can reach, or one that
+    is not the user's at all.
+
     Raises:
-        TokenError: there is no token (the daemon never ran with this home) or it cannot be read.
+        TokenError: there is no token (the daemon never ran with this home), it cannot be read, or it is
+            not private to this user.
     """
-    token = _read(token_path(home), check_private=False)
+    token = _read(token_path(home), check_private=True, restart_hint=True)
     if not token:
         raise TokenError(f"{token_path(home)} is empty; restart the daemon (`loom serve`) to create a new token")
     return token
 
 
-def _read(path: Path, *, check_private: bool) -> str:
+def _read(path: Path, *, check_private: bool, restart_hint: bool = False) -> str:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
@@ -85,10 +90,14 @@ def _read(path: Path, *, check_private: bool) -> str:
         if not stat.S_ISREG(info.st_mode):
             raise TokenError(f"{path} is not a regular file; remove it and start the daemon again")
         if check_private and (info.st_mode & 0o077 or info.st_uid != os.getuid()):
-            raise TokenError(
-                f"{path} is readable by others (mode {stat.S_IMODE(info.st_mode):04o}); "
-                "delete it so that `loom serve` creates a private one"
+            # A running daemon keeps its token in memory: deleting the file alone would not end its exposure.
+            what = "stop the daemon, delete it and start `loom serve` again" if restart_hint else "delete it"
+            problem = (
+                f"is owned by another user (uid {info.st_uid})"
+                if info.st_uid != os.getuid()
+                else f"is readable by others (mode {stat.S_IMODE(info.st_mode):04o})"
             )
+            raise TokenError(f"{path} {problem}; {what} so that `loom serve` creates a private one")
         return src.read().strip()
 
 

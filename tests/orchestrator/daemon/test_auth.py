@@ -74,3 +74,12 @@ async def test_the_verifier_accepts_only_the_token() -> None:
     assert accepted is not None and accepted.client_id == "loom"
     for wrong in ("", "s3cre", "s3cret ", "S3CRET", "s3crét"):
         assert await verifier.verify_token(wrong) is None
+
+
+@pytest.mark.parametrize("loose", [0o640, 0o604, 0o644, 0o666])
+def test_a_client_refuses_a_token_others_can_read(tmp_path: Path, loose: int) -> None:
+    # Someone loosened the file while the daemon runs: a client must not use a token others can copy.
+    ensure_token(tmp_path)
+    (tmp_path / "daemon.token").chmod(loose)
+    with pytest.raises(TokenError, match="readable by others.*stop the daemon"):
+        load_token(tmp_path)
