@@ -313,6 +313,16 @@ class ModelSwitched(_EventBase):
     window: int
 
 
+class ModeChanged(_EventBase):
+    """The session's policy mode changed, by one of the face's clients; the next tool call is decided under ``mode``."""
+
+    type: Literal["mode_changed"] = "mode_changed"
+    mode: str
+    previous: str
+    changed_by: str = ""
+    """The client that changed it (``tui``, ``cli``, ``mcp:NAME``)."""
+
+
 Event = Annotated[
     SessionCreated
     | SessionArchived
@@ -334,7 +344,8 @@ Event = Annotated[
     | ContextWatermark
     | ContextCompacted
     | CompactionFailed
-    | ModelSwitched,
+    | ModelSwitched
+    | ModeChanged,
     Field(discriminator="type"),
 ]
 

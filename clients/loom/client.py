@@ -26,6 +26,7 @@ from orchestrator.protocol import (
     SessionInfo,
     SessionList,
 )
+from orchestrator.protocol_commands import ModeInfo, ModelList, SkillList
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -182,3 +183,17 @@ class LoomClient:
     async def rewind_session(self, session_id: str, to_run_id: str) -> RewindInfo:
         """Restore the files Loom's tools changed since ``to_run_id`` began, and branch the conversation there."""
         return await self.call("rewind_session", RewindInfo, session_id=session_id, to_run_id=to_run_id)
+
+    # -- commands ------------------------------------------------------------------------------------
+
+    async def set_mode(self, session_id: str, mode: str, *, changed_by: str = "") -> ModeInfo:
+        """Change a session's policy mode (``ask``, ``accept-edits``, ``plan``, ``bypass``) from its next tool call."""
+        return await self.call("set_mode", ModeInfo, session_id=session_id, mode=mode, changed_by=changed_by)
+
+    async def list_skills(self, session_id: str) -> SkillList:
+        """The skills a session's model can load, by name."""
+        return await self.call("list_skills", SkillList, session_id=session_id)
+
+    async def list_models(self) -> ModelList:
+        """The model providers, the default model and the models this Loom has seen used."""
+        return await self.call("list_models", ModelList)

@@ -23,6 +23,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from orchestrator.events import Event
+from orchestrator.face.command_tools import add_command_tools
 from orchestrator.face.context_tools import add_context_tools
 from orchestrator.face.input import CheckedServer, check_directory
 from orchestrator.face.live import read_page
@@ -292,6 +293,7 @@ def build_face(host: SessionHost) -> MCPServer:
     face.add_tool(review_approval, name="review_approval", description=inspect.getdoc(review_approval))
     add_rewind_tools(face, host)
     add_context_tools(face, host)
+    add_command_tools(face, host)
     return face
 
 

@@ -46,6 +46,7 @@ _INDEX_TYPES = frozenset(
         "run_resumed",
         "run_finished",
         "model_switched",
+        "mode_changed",
     }
 )
 

@@ -70,6 +70,8 @@ def index_statement(e: dict[str, Any]) -> Statement | None:
             "UPDATE sessions SET model=?, context_window=? WHERE id=?",
             (e.get("model"), e.get("window"), e["session_id"]),
         )
+    if kind == "mode_changed":  # the mode a reopened session's policy starts in
+        return "UPDATE sessions SET mode=? WHERE id=?", (e.get("mode", "ask"), e["session_id"])
     return None
 
 
