@@ -43,7 +43,7 @@ EVENT_TYPES: tuple[type[BaseModel], ...] = typing.get_args(typing.get_args(Event
 """The members of the event union, in the order ``orchestrator/events.py`` declares them."""
 
 EVENT_GROUPS: tuple[tuple[str, Callable[[str], bool]], ...] = (
-    ("Session", lambda t: t.startswith("session_")),
+    ("Session", lambda t: t.startswith(("session_", "mode_"))),
     ("Runs", lambda t: t.startswith("run_")),
     ("Conversation and model", lambda t: t.endswith("_message") or t.startswith(("text_", "model_retry", "notice"))),
     ("Tools and servers", lambda t: t.startswith(("tool_", "server_"))),
@@ -59,6 +59,7 @@ TOOL_GROUPS: tuple[tuple[str, Callable[[str], bool]], ...] = (
     ("Approvals", lambda n: "approval" in n),
     ("Checkpoints and rewind", lambda n: "checkpoint" in n or "rewind" in n),
     ("Context", lambda n: "compact" in n or "model" in n),
+    ("Mode and skills", lambda n: n.endswith(("_mode", "_skills"))),
 )
 """Tool groups, by name; the first that matches wins, and anything new lands in "Other"."""
 
