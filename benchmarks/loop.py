@@ -163,6 +163,10 @@ class TimingStore:
         """Forward."""
         return await self.inner.get_session(session_id)
 
+    async def set_session_title(self, session_id: str, title: str) -> bool:
+        """Forward."""
+        return await self.inner.set_session_title(session_id, title)
+
     async def get_run(self, run_id: str) -> RunRecord | None:
         """Forward."""
         return await self.inner.get_run(run_id)

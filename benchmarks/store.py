@@ -132,6 +132,13 @@ class CountingStore:
         self._record("list_sessions", started)
         return found
 
+    async def set_session_title(self, session_id: str, title: str) -> bool:
+        """Forward and count."""
+        started = time.perf_counter()
+        found = await self.inner.set_session_title(session_id, title)
+        self._record("set_session_title", started)
+        return found
+
     async def get_run(self, run_id: str) -> RunRecord | None:
         """Forward and count."""
         started = time.perf_counter()

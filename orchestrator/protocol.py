@@ -71,7 +71,14 @@ class SessionInfo(BaseModel):
     last_seq: int
     """The newest event's seq; read_events(after_seq=last_seq) waits for what comes next."""
     state: str = "idle"
-    """``active`` (a run is in progress), ``idle`` or ``archived``."""
+    """``active`` (a run is in progress), ``idle`` or ``archived``; ``status`` says more."""
+    status: str = "idle"
+    """What the session needs, most urgent first: ``archived``; ``needs_review`` (a resumed run asks what to do
+    about a call Loom's interruption left unfinished) or ``awaiting_approval`` (a call waits for a decision), the
+    two that wait for a person; ``running``; ``failed`` or ``interrupted`` (its last run did); else ``idle``."""
+    title: str = ""
+    """A person's name for the session (rename_session); empty until one is given. At most 80 characters, one
+    line, no control characters."""
     context_used: int | None = None
     """Tokens the model's context held after its last call (or compaction); null before the first."""
     context_window: int | None = None

@@ -100,6 +100,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     sessions = sub.add_parser("sessions", help="list sessions (the daemon's when one runs)")
     sessions.add_argument("--all", action="store_true", help="include archived sessions")
+    sessions_of = sessions.add_subparsers(dest="sessions_action", metavar="{rename,archive}")
+    renamed = sessions_of.add_parser("rename", help="give a session a title (one line, at most 80 characters)")
+    renamed.add_argument("session", help="session id")
+    renamed.add_argument("title", help="the title ('' removes it)")
+    archived = sessions_of.add_parser("archive", help="archive a session (hidden from lists, never deleted)")
+    archived.add_argument("session", help="session id")
 
     send = sub.add_parser("send", help="send a message to a session, starting a run")
     send.add_argument("session", help="session id")

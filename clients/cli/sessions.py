@@ -26,7 +26,10 @@ __all__ = ["approvals", "attach", "decide", "send", "sessions"]
 
 
 def sessions(args: argparse.Namespace) -> int:
-    """``loom sessions``: the sessions every client sees."""
+    """``loom sessions``: the sessions every client sees (``rename`` / ``archive`` change one)."""
+    action = getattr(args, "sessions_action", None)
+    if action is not None:
+        return _change_session(args.session, action, getattr(args, "title", ""))
     from orchestrator.daemon.discovery import read_discovery
     from orchestrator.home import loom_home
     from orchestrator.store import peek
@@ -45,27 +48,60 @@ def sessions(args: argparse.Namespace) -> int:
     return with_client(main)
 
 
+def _change_session(session_id: str, action: str, title: str) -> int:
+    from clients.cli.driving import with_client
+    from orchestrator.store.session_view import clean_title
+
+    async def main(client: LoomClient) -> int:
+        if action == "rename":
+            done = await client.rename_session(session_id, title)
+            shown = f"titled {clean_title(done.title)!r}" if done.title else "untitled"
+            sys.stderr.write(f"loom: session {done.session_id} is now {shown}\n")
+        else:
+            done = await client.archive_session(session_id)
+            sys.stderr.write(f"loom: session {done.session_id} archived (`loom sessions --all` still lists it)\n")
+        return EXIT_OK
+
+    return with_client(main)
+
+
 def _list_sessions(rows: Sequence[SessionInfo | SessionRow]) -> int:
     from clients.cli.output import write_out
+    from orchestrator.store.session_view import clean_title
 
     if not rows:
         return write_out("no sessions\n")
+    columns = _SESSION_COLUMNS
+    # Cleaned again here: whoever wrote the store, an escape sequence in a title never reaches the terminal.
+    titles = [_cut(clean_title(s.title), TITLE_CELL) for s in rows]
+    titled = any(titles)
     # Columns as wide as their widest cell, so that a long mode (accept-edits) or model keeps them aligned.
-    wide = [max(len(title), *(len(getattr(s, key)) for s in rows)) for key, title in _SESSION_COLUMNS]
-    lines = [_session_line(["SESSION", "MODE", "MODEL"], wide, "CTX", "CWD")]
-    for s in rows:
+    wide = [max(len(head), *(len(getattr(s, key)) for s in rows)) for key, head in columns]
+    if titled:
+        wide.append(max(len("TITLE"), *map(len, titles)))
+    head = [name for _, name in columns] + (["TITLE"] if titled else [])
+    lines = [_session_line(head[:-1] if titled else head, wide, "CTX", "CWD", head[-1] if titled else None)]
+    for s, title in zip(rows, titles, strict=True):
         flag = " (archived)" if s.archived else ""
         context = f"{s.context_ratio:.0%}" if s.context_ratio is not None else "-"
-        cells = [getattr(s, key) for key, _ in _SESSION_COLUMNS]
-        lines.append(_session_line(cells, wide, context, f"{s.cwd}{flag}"))
+        cells = [getattr(s, key) for key, _ in columns]
+        lines.append(_session_line(cells, wide, context, f"{s.cwd}{flag}", title if titled else None))
     return write_out("".join(lines))
 
 
-_SESSION_COLUMNS = (("session_id", "SESSION"), ("mode", "MODE"), ("model", "MODEL"))
+_SESSION_COLUMNS = (("session_id", "SESSION"), ("status", "STATUS"), ("mode", "MODE"), ("model", "MODEL"))
+TITLE_CELL = 30
+"""A title longer than this is cut in the list (``loom sessions`` is a table, not the title's place)."""
 
 
-def _session_line(cells: list[str], widths: list[int], context: str, cwd: str) -> str:
-    padded = "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True))
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _session_line(cells: list[str], widths: list[int], context: str, cwd: str, title: str | None) -> str:
+    padded = "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=False))
+    if title is not None:
+        padded += "  " + title.ljust(widths[-1])
     return f"{padded}  {context:>4}  {cwd}\n"
 
 

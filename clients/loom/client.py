@@ -91,6 +91,10 @@ class LoomClient:
         """Hide a session from :meth:`list_sessions` (it is kept)."""
         return await self.call("archive_session", SessionInfo, session_id=session_id)
 
+    async def rename_session(self, session_id: str, title: str) -> SessionInfo:
+        """Give a session a title (the face cleans it: one line, at most 80 characters; empty: none)."""
+        return await self.call("rename_session", SessionInfo, session_id=session_id, title=title)
+
     # -- runs ----------------------------------------------------------------------------------------
 
     async def send_message(self, session_id: str, text: str, *, wait_s: float = 0, max_steps: int = 50) -> RunInfo:

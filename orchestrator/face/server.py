@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -43,14 +43,30 @@ from orchestrator.protocol import (
     SessionList,
 )
 from orchestrator.runtime.host import HostError, RunView, SessionHost
+from orchestrator.runtime.owner import owner_alive
 from orchestrator.store.eventlog import TAIL_EVENTS
 from orchestrator.store.interface import SessionRecord
+from orchestrator.store.session_view import MAX_TITLE_CHARS, clean_title, session_status
 from servers._version import loom_version
 
 _READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 
 
-def _session(record: SessionRecord, state: str) -> SessionInfo:
+_LIVE_WHEN = frozenset({"running", "queued", "awaiting_approval", "needs_review"})
+"""Stored run statuses for which the status depends on whether the run's process is still alive."""
+
+
+def _session(record: SessionRecord, state: str, waiting: Sequence[PendingApproval] = ()) -> SessionInfo:
+    going = state == "active"
+    # Only a stored status that says "going" asks whether the process behind it lives (a look at /proc).
+    live = going or (record.last_run_status in _LIVE_WHEN and owner_alive(record.last_run_owner))
+    status = session_status(
+        archived=record.archived,
+        running=going,
+        waiting=[p.kind for p in waiting],
+        last_run_status=record.last_run_status,
+        last_run_live=live,
+    )
     return SessionInfo(
         session_id=record.id,
         cwd=record.cwd,
@@ -59,6 +75,8 @@ def _session(record: SessionRecord, state: str) -> SessionInfo:
         archived=record.archived,
         last_seq=record.last_seq,
         state=state,
+        status=status,
+        title=clean_title(record.title),
         context_used=record.context_used,
         context_window=record.context_window,
         context_ratio=(
@@ -99,7 +117,7 @@ def build_face(host: SessionHost) -> MCPServer:
     )
 
     def session_info(record: SessionRecord) -> SessionInfo:
-        return _session(record, host.session_state(record))
+        return _session(record, host.session_state(record), host.pending(session_id=record.id))
 
     async def run_info(view: RunView) -> RunInfo:
         pending = [p.approval_id for p in host.pending(run_id=view.run_id)]
@@ -183,6 +201,18 @@ def build_face(host: SessionHost) -> MCPServer:
         """Archive a session: hidden from list_sessions, kept in the store (never deleted)."""
         with _tool_errors():
             return session_info(await host.archive(session_id))
+
+    @face.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True))
+    async def rename_session(session_id: str, title: str = Field(max_length=10 * MAX_TITLE_CHARS)) -> SessionInfo:
+        """Give a session a title for lists (empty: none).
+
+        One line of at most 80 characters: control characters are dropped, whitespace collapsed, a longer title cut.
+        """
+        with _tool_errors():
+            await host.record(session_id)  # an unknown id fails here, with the advice the other tools give
+            if not await host.runtime.log.store.set_session_title(session_id, clean_title(title)):
+                raise HostError(f"no session {session_id!r}; list_sessions shows the existing ones")
+            return session_info(await host.record(session_id))
 
     @face.tool()
     async def send_message(

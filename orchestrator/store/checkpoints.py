@@ -157,6 +157,10 @@ class CheckpointStore:
         found = await self._call("list_sessions", {"include_archived": include_archived, "limit": limit})
         return [SessionRecord.model_validate(row) for row in found["sessions"]]
 
+    async def set_session_title(self, session_id: str, title: str) -> bool:
+        """See :meth:`orchestrator.store.interface.Store.set_session_title`."""
+        return bool((await self._call("set_session_title", {"session_id": session_id, "title": title}))["found"])
+
     async def get_run(self, run_id: str) -> RunRecord | None:
         """See :meth:`orchestrator.store.interface.Store.get_run`."""
         return _run((await self._call("get_run", {"run_id": run_id}))["run"])

@@ -29,6 +29,12 @@ class SessionRecord(BaseModel):
     """Tokens in use at the session's last ``context_watermark`` (None until one is stored)."""
     context_window: int | None = None
     """The context window of the session's model, from its last watermark or ``model_switched`` (None until known)."""
+    title: str = ""
+    """A person's name for the session, as stored (empty until one is given; clean it before showing it)."""
+    last_run_status: str | None = None
+    """The stored status of the session's newest run (None: it has none)."""
+    last_run_owner: str = ""
+    """The process recorded as driving that run (``PID:STARTTIME``)."""
 
 
 class RunRecord(BaseModel):
@@ -104,6 +110,14 @@ class Store(Protocol):
 
     async def list_sessions(self, *, include_archived: bool = False, limit: int = 100) -> list[SessionRecord]:
         """Sessions, newest first."""
+        ...
+
+    async def set_session_title(self, session_id: str, title: str) -> bool:
+        """Give a session a title (stored as given: the caller cleans it); False when there is no such session.
+
+        Raises:
+            StoreError: it could not be stored.
+        """
         ...
 
     async def get_run(self, run_id: str) -> RunRecord | None:

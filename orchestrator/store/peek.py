@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from orchestrator.home import DB_NAME
 from orchestrator.runtime.owner import owner_alive
+from orchestrator.store.session_view import clean_title, session_status
 
 if TYPE_CHECKING:
     from orchestrator.store.interface import RunRecord
@@ -45,7 +46,7 @@ __all__ = [
 ]
 
 
-KNOWN_SCHEMAS = range(3, 6)
+KNOWN_SCHEMAS = range(3, 7)
 """Schema versions whose ``runs`` and ``events`` tables these reads match; a test keeps the top equal to the
 server's ``SCHEMA_VERSION``, so that a schema change cannot pass by this module unnoticed."""
 
@@ -105,6 +106,10 @@ class SessionRow(NamedTuple):
     """``archived``, ``active`` (a run of it goes on in a live process) or ``idle``."""
     context_used: int | None
     context_window: int | None
+    status: str = "idle"
+    """What the session needs (see :func:`orchestrator.store.session_view.session_status`)."""
+    title: str = ""
+    """Its title, cleaned for a terminal."""
 
     @property
     def context_ratio(self) -> float | None:
@@ -173,8 +178,9 @@ def find_run(home: Path, run_id: str) -> RunRow | None:
         return found[0] if len(found) == 1 else None
 
 
-_SESSIONS_SINCE = 5
-"""The first schema whose ``sessions`` table has ``context_window``; older files are read by the server."""
+_SESSIONS_SINCE = 6
+"""The first schema whose ``sessions`` table has ``context_window`` and ``title``; older files are read by the
+server."""
 
 
 def recent_sessions(home: Path, *, include_archived: bool = False, limit: int = 100) -> list[SessionRow]:
@@ -188,10 +194,11 @@ def recent_sessions(home: Path, *, include_archived: bool = False, limit: int = 
             return []
         where = "" if include_archived else "WHERE archived=0 "
         rows = conn.execute(
-            "SELECT id, cwd, model, mode, archived, context_window, "
+            "SELECT id, cwd, model, mode, archived, context_window, title, "
             "(SELECT body FROM events WHERE session_id=s.id AND type='context_watermark' ORDER BY seq DESC LIMIT 1), "
             "(SELECT COALESCE(MAX(seq),0) FROM events WHERE session_id=s.id), "
-            "(SELECT group_concat(owner, ' ') FROM runs WHERE session_id=s.id AND status IN ('running','queued')) "
+            "(SELECT group_concat(owner, ' ') FROM runs WHERE session_id=s.id AND status IN ('running','queued')), "
+            "(SELECT status || ' ' || owner FROM runs WHERE session_id=s.id ORDER BY started DESC LIMIT 1) "
             f"FROM sessions s {where}ORDER BY created DESC LIMIT ?",
             (limit,),
         ).fetchall()
@@ -205,15 +212,26 @@ def _session(
     mode: str,
     archived: int,
     window: int | None,
+    title: str,
     mark: str | None,
     last: int,
     owners: str | None,
+    last_run: str | None,
 ) -> SessionRow:
     import json
 
     watermark = json.loads(mark or "{}")
     going = any(owner_alive(owner) for owner in (owners or "").split())
     state = "archived" if archived else "active" if going else "idle"
+    # Approvals live in the process that waits on them; with no daemon, none is pending, and a run recorded as
+    # waiting for one whose process is gone shows as needing a resume.
+    last_status, _, last_owner = (last_run or "").partition(" ")
+    status = session_status(
+        archived=bool(archived),
+        running=going,
+        last_run_status=last_status or None,
+        last_run_live=bool(last_status) and owner_alive(last_owner),
+    )
     return SessionRow(
         sid,
         cwd,
@@ -224,6 +242,8 @@ def _session(
         state,
         watermark.get("used_tokens"),
         window or watermark.get("window"),
+        status,
+        clean_title(title),
     )
 
 

@@ -299,18 +299,37 @@ class Database:
         """Session rows (``clause`` follows ``FROM sessions s``) with their last ``seq`` and context gauge."""
         # The latest watermark is found walking the session's events back from the newest: every model call
         # writes one, so the walk is a few rows long.
+        # The newest run's status and owner come the same way, through ``runs_by_session``: what a list shows as
+        # the session's status (failed, interrupted) without a query per session.
         sql = (
-            "SELECT id, created, cwd, model, mode, archived, context_window, "
+            "SELECT id, created, cwd, model, mode, archived, context_window, title, "
             "(SELECT body FROM events WHERE session_id=s.id AND type='context_watermark' ORDER BY seq DESC LIMIT 1), "
-            "(SELECT COALESCE(MAX(seq),0) FROM events WHERE session_id=s.id) FROM sessions s " + clause
+            "(SELECT COALESCE(MAX(seq),0) FROM events WHERE session_id=s.id), "
+            "(SELECT status || ' ' || owner FROM runs WHERE session_id=s.id ORDER BY started DESC LIMIT 1) "
+            "FROM sessions s " + clause
         )
-        keys = ("id", "created", "cwd", "model", "mode", "archived", "context_window", "watermark", "last_seq")
-        rows = [dict(zip(keys, row, strict=True)) for row in await self._fetch(sql, params)]
+        keys = ("id", "created", "cwd", "model", "mode", "archived", "context_window", "title")
+        keys_after = ("watermark", "last_seq", "last_run")
+        rows = [dict(zip(keys + keys_after, row, strict=True)) for row in await self._fetch(sql, params)]
         for row in rows:
             mark = json.loads(row.pop("watermark") or "{}")
             row["context_used"] = mark.get("used_tokens")
             row["context_window"] = row["context_window"] or mark.get("window")  # a later switch's window wins
+            last_status, _, last_owner = (row.pop("last_run") or "").partition(" ")
+            row["last_run_status"], row["last_run_owner"] = last_status or None, last_owner
         return rows
+
+    async def set_title(self, session_id: str, title: str) -> bool:
+        """Give a session its title; False when there is no such session.
+
+        Raises:
+            DatabaseError: it could not be written.
+        """
+        try:
+            cur = await self._conn.execute("UPDATE sessions SET title=? WHERE id=?", (title, session_id))
+        except sqlite3.Error as exc:
+            raise DatabaseError(describe("could not write to", self.path, exc)) from exc
+        return cur.rowcount == 1
 
     async def runs(self, clause: str, params: Sequence[Any]) -> list[dict[str, Any]]:
         """Run rows; ``clause`` follows ``FROM runs``."""

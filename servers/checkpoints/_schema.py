@@ -8,7 +8,7 @@ from __future__ import annotations
 
 __all__ = ["BASE_SCHEMA", "CALL_ID", "CALL_INDEX", "MIGRATIONS", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 BASE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -58,6 +58,11 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         # result the session holds: 75 ms for 10,000 results of 2 KB without it, under 1 ms with it. Partial,
         # so that only tool results pay for it when written (about one JSON parse of the body each).
         f"CREATE INDEX IF NOT EXISTS {CALL_INDEX} ON events (session_id, {CALL_ID}) WHERE type='tool_call_finished'",
+    ),
+    6: (
+        # A person's name for the session (``rename_session``); empty until one is given. Not an event: it is a
+        # label, and changing it changes nothing a run sees.
+        "ALTER TABLE sessions ADD COLUMN title TEXT NOT NULL DEFAULT ''",
     ),
 }
 """Statements that bring a database from the previous schema version to the key's version."""

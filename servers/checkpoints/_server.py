@@ -79,6 +79,12 @@ class SessionInfo(BaseModel):
     context_window: int | None = None
     """The context window of the session's model, from its last watermark or model switch (null until known)."""
     last_seq: int
+    title: str = ""
+    """A person's name for the session (empty until ``set_session_title``)."""
+    last_run_status: str | None = None
+    """The status of the session's newest run (null: it has none)."""
+    last_run_owner: str = ""
+    """The process recorded as driving that run (``PID:STARTTIME``)."""
 
 
 class RunInfo(BaseModel):
@@ -245,6 +251,25 @@ async def list_sessions(
     return Sessions(sessions=[SessionInfo(**row) for row in rows])
 
 
+class TitleSet(BaseModel):
+    """Whether the session exists (and so now has the title)."""
+
+    found: bool
+
+
+MAX_TITLE_CHARS = 200
+"""The longest title stored. Callers clean titles for display (the face cuts them shorter); this bounds the row."""
+
+
+async def set_session_title(
+    ctx: Context, session_id: str, title: Annotated[str, Field(max_length=MAX_TITLE_CHARS)]
+) -> TitleSet:
+    """Give a session a title (empty: none); found is false when there is no such session."""
+    db = _db(ctx)
+    with _reported():
+        return TitleSet(found=await db.set_title(session_id, title))
+
+
 async def _runs(ctx: Context, clause: str, params: Sequence[Any]) -> list[RunInfo]:
     db = _db(ctx)
     with _reported():
@@ -322,6 +347,7 @@ _TOOLS: list[tuple[Callable[..., Any], ToolAnnotations]] = [
     (read_context, _READ),
     (get_session, _READ),
     (list_sessions, _READ),
+    (set_session_title, ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)),
     (get_run, _READ),
     (find_run, _READ),
     (list_runs, _READ),

@@ -198,7 +198,7 @@ def test_sessions_from_the_peek_are_the_faces_sessions(tmp_path: Path, store: St
     assert peeked.returncode == faced.returncode == 0, (peeked, faced)
     assert peeked.stdout == faced.stdout
     header, row = peeked.stdout.splitlines()
-    assert header.split() == ["SESSION", "MODE", "MODEL", "CTX", "CWD"] and row.endswith(str(store.root))
+    assert header.split() == ["SESSION", "STATUS", "MODE", "MODEL", "CTX", "CWD"] and row.endswith(str(store.root))
 
 
 def test_the_peek_knows_the_servers_schema() -> None:

@@ -25,7 +25,7 @@ def test_without_a_daemon_sessions_persist_and_send_continues_one(tmp_path: Path
     assert run_loom("run", "--model", f"scripted:{script}", "one", cwd=project, home=home).returncode == 0
     listed = run_loom("sessions", cwd=project, home=home)
     header, line = listed.stdout.splitlines()
-    assert header.split() == ["SESSION", "MODE", "MODEL", "CTX", "CWD"]
+    assert header.split() == ["SESSION", "STATUS", "MODE", "MODEL", "CTX", "CWD"]
     session_id = line.split()[0]
     sent = run_loom("send", session_id, "two", cwd=project, home=home)
     attached = run_loom("attach", session_id, "--no-follow", "--json", cwd=project, home=home)
