@@ -214,6 +214,7 @@ class LoomApp(App[int]):
 
     def _show(self, event: Event) -> None:
         self.conversation.show(event)
+        self.status.observe(event)  # tokens and the run's clock
         status = self.status
         if isinstance(event, SessionCreated):
             status.model, status.mode = event.model, event.mode
@@ -249,7 +250,7 @@ class LoomApp(App[int]):
         self.session_id, self.current_run = session_id, None
         self._follower = LiveFollower(session_id) if session_id else None
         self.conversation.clear()
-        self.status.run, self.status.step, self.status.ratio = "idle", 0, None
+        self.status.reset()
         if session_id is None:
             self.status.model, self.status.mode, self.sub_title = self.model or "(new session)", self.mode, ""
         elif self.loom is not None:
@@ -263,6 +264,35 @@ class LoomApp(App[int]):
     def _session_chosen(self, event: SessionsPanel.Chosen) -> None:
         self.switch_to(event.session_id)
         self.query_one(Prompt).focus()
+
+    @on(SessionsPanel.Renamed)
+    def _session_renamed(self, event: SessionsPanel.Renamed) -> None:
+        self.run_worker(self._change_session(event.session_id, event.title), group="sessions")
+
+    @on(SessionsPanel.Archived)
+    def _session_archived(self, event: SessionsPanel.Archived) -> None:
+        self.run_worker(self._change_session(event.session_id, None), group="sessions")
+
+    async def _change_session(self, session_id: str, title: str | None) -> None:
+        """Rename (``title``) or archive (None) a session, then show the list as it now is."""
+        loom = self.loom
+        if loom is None:
+            self.notify("not connected to the daemon", severity="warning")
+            return
+        try:
+            with anyio.fail_after(CALL_TIMEOUT_S):
+                if title is None:
+                    await loom.archive_session(session_id)
+                else:
+                    await loom.rename_session(session_id, title)
+                sessions = await loom.list_sessions()
+        except (FaceError, TimeoutError) as exc:
+            self.notify(f"not {'archived' if title is None else 'renamed'}: {_describe(exc)}", severity="error")
+            return
+        if title is None and session_id == self.session_id:
+            self.switch_to(None)  # an archived session takes no more messages
+        panel = self.query_one(SessionsPanel)
+        panel.show_sessions(sessions, cwd=str(self.cwd), current=self.session_id)
 
     def action_new_session(self) -> None:
         """A new session: it is made when the first message is sent."""

@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.text import Text
 
-__all__ = ["gauge", "one_line", "short_arguments", "short_result"]
+__all__ = ["elapsed", "gauge", "one_line", "short_arguments", "short_result", "token_count"]
 
 ARGUMENTS_CHARS = 60
 RESULT_LINES = 3
@@ -51,3 +51,20 @@ def gauge(ratio: float | None, threshold: float, width: int = 10) -> Text:
     bar.append("·" * (width - filled), style="dim")
     bar.append(f" {ratio:4.0%}", style=style)
     return bar
+
+
+def elapsed(seconds: float) -> str:
+    """A duration as a clock: ``0:07``, ``12:34``, ``1:02:03``."""
+    total = max(0, int(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02}:{secs:02}" if hours else f"{minutes}:{secs:02}"
+
+
+def token_count(tokens: int) -> str:
+    """A token count in few characters: ``950``, ``12.3k``, ``4.1M``."""
+    if tokens < 1000:
+        return str(tokens)
+    if tokens < 1_000_000:
+        return f"{tokens / 1000:.1f}k".replace(".0k", "k") if tokens < 100_000 else f"{tokens // 1000}k"
+    return f"{tokens / 1_000_000:.1f}M"
