@@ -1,4 +1,4 @@
-"""The real `loom tui` in a real terminal (tmux): it starts the daemon, streams text and shows a tool block.
+"""The real `loom tui` in a real terminal (tmux): it starts the daemon, streams text, shows tool blocks and a card.
 
 No daemon runs when it opens, so this is also the test of starting ``loom serve`` in the background; the
 daemon outlives the TUI (Ctrl-Q leaves its runs alone) and is stopped here by its pid.
@@ -76,7 +76,7 @@ def terminal(tmp_path: Path) -> Iterator[tuple[Terminal, Path, Path]]:
                 time.sleep(0.1)
 
 
-def test_loom_tui_in_a_terminal_starts_the_daemon_streams_text_and_shows_a_tool_block(
+def test_loom_tui_in_a_terminal_starts_the_daemon_streams_text_shows_a_tool_block_and_takes_an_approval(
     terminal: tuple[Terminal, Path, Path], tmp_path: Path
 ) -> None:
     term, project, home = terminal
@@ -84,6 +84,10 @@ def test_loom_tui_in_a_terminal_starts_the_daemon_streams_text_and_shows_a_tool_
         tmp_path / "s.json",
         [
             {"text": "Listing the project.", "tool_calls": [{"name": "fs__list", "arguments": {"path": "."}}]},
+            {
+                "text": "Writing the notes.",
+                "tool_calls": [{"name": "fs__write", "arguments": {"path": "notes.txt", "content": "seen"}}],
+            },
             {"text": "All done here: " + " ".join(f"w{i}" for i in range(30)), "chunk_chars": 8, "chunk_delay_s": 0.02},
         ],
     )
@@ -93,9 +97,16 @@ def test_loom_tui_in_a_terminal_starts_the_daemon_streams_text_and_shows_a_tool_
     assert daemon_running(home)
 
     term.tmux("send-keys", "-t", "loom", "look around", "Enter")
+    # A write waits in ask mode: its card takes the keys (the prompt is empty), and `a` approves it once.
+    shown = term.wait_for(lambda s: "[a] approve once" in s, "the approval card")
+    assert "fs__write" in shown and "awaiting approval" in shown, shown
+    assert not (project / "notes.txt").exists()
+    term.tmux("send-keys", "-t", "loom", "a")
     shown = term.wait_for(lambda s: "All done here" in s and "w29" in s, "the streamed answer")
-    assert "fs__list" in shown and "[done" in shown, shown
-    assert "› look around" in shown
+    # The footer (once the "daemon started" toast has gone) says the run completed and counts its tokens.
+    shown = term.wait_for(lambda s: "completed" in s and " tok " in s, "the footer to say the run completed")
+    assert "approved once by tui" in shown, shown
+    assert (project / "notes.txt").read_text() == "seen"
 
     term.tmux("send-keys", "-t", "loom", "C-q")
     deadline = time.monotonic() + 10
