@@ -2,20 +2,32 @@
 
 Every block is made from events the daemon sent (stored ones, and the live ``text_delta`` /
 ``tool_call_delta`` that :class:`clients.loom.LiveFollower` makes): the TUI holds no state the daemon does
-not have, so a second TUI on the same session shows the same thing. The view stays at the bottom as blocks
-come (``anchor``) until the user scrolls up, and follows again once they scroll back down.
+not have, so a second TUI on the same session shows the same thing.
+
+A long session is not mounted whole: each block is an :class:`~clients.tui.entry.Entry` (a record that can
+build its widget), and only a window of consecutive blocks has widgets — the last ones when the session
+opens. Scrolling near the top of the window mounts the blocks before it (keeping what is on screen where it
+was), scrolling near its bottom mounts the ones after it, and blocks far from the view are dropped, so a
+session of 10,000 events opens and scrolls as fast as a short one. Home jumps to the session's first blocks,
+End back to the last. The view stays at the bottom as blocks come (``anchor``) until the user scrolls up,
+and follows again once they scroll back down.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 from textual import events, on
+from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.timer import Timer
 from textual.widget import Widget
 
 from clients.tui.approval_card import ApprovalCard
 from clients.tui.assistant_text import AssistantText
+from clients.tui.entry import Entry
 from clients.tui.notice_line import NoticeLine
 from clients.tui.tool_block import ToolBlock
 from clients.tui.user_message import UserMessageBlock
@@ -43,58 +55,112 @@ from orchestrator.protocol import Event
 
 __all__ = ["Conversation"]
 
+WINDOW = 40
+"""Blocks mounted when a session opens (or after Home / End): enough to fill a tall terminal several times."""
+CHUNK = 25
+"""Blocks mounted at once when the view nears an edge of the window."""
+MOST = 150
+"""Past this many mounted blocks, the ones farthest from the view are dropped."""
+FLUSH_S = 0.03
+"""New blocks are mounted in one batch at most this long after their events (a page of history is one batch)."""
+
 
 class Conversation(VerticalScroll, can_focus=True):
-    """The blocks of one session: user messages, assistant text, tool calls, approval cards, notices."""
+    """The blocks of one session: user messages, assistant text, tool calls, approval cards, notices.
+
+    | Key | Does |
+    | --- | --- |
+    | Home / End | the session's first blocks / its last (and follow it again) |
+    | Page Up / Page Down, arrows, wheel | scroll (older blocks are mounted as you reach them) |
+    | c | copy the text selected with the mouse |
+    """
+
+    BINDINGS = [Binding("c", "copy_selection", "Copy")]
 
     def __init__(self) -> None:
         super().__init__()
-        self._texts: dict[tuple[str, int], AssistantText] = {}
-        self._tools: dict[str, ToolBlock] = {}
+        self._entries: list[Entry[Any]] = []
+        self._lo = self._hi = 0
+        """The window: ``_entries[_lo:_hi]`` have mounted widgets, in order, before the queued messages."""
+        self._at_end = True
+        """The window reaches the session's last block (new blocks are mounted as they come)."""
+        self._following = True
+        """The view is at the bottom and stays there as blocks come (the user has not scrolled up)."""
+        self._texts: dict[tuple[str, int], Entry[AssistantText]] = {}
+        self._tools: dict[str, Entry[ToolBlock]] = {}
         """call_id -> its block."""
-        self._streaming_tools: dict[tuple[str, int, int], ToolBlock] = {}
+        self._streaming_tools: dict[tuple[str, int, int], Entry[ToolBlock]] = {}
         """(run, step, index) -> the block of a call whose arguments are streaming."""
-        self._cards: dict[str, ApprovalCard] = {}
+        self._cards: dict[str, Entry[ApprovalCard]] = {}
+        self._pending: set[str] = set()
+        """Approvals with no stored decision yet."""
         self._queued: dict[str, UserMessageBlock] = {}
+        """Queued messages: always mounted, below everything else, until their run starts."""
+        self._flush_timer: Timer | None = None
+        self._last_flush = 0.0
+        self._moving = False
+        """A window move is waiting for its layout (scroll events meanwhile are its own)."""
 
     @on(events.Mount)
     def _mounted(self) -> None:
         self.anchor()
+        self.watch(self, "scroll_y", self._scrolled, init=False)
 
     # -- what the app and the tests read ------------------------------------------------------------
 
     @property
+    def block_count(self) -> int:
+        """How many blocks the session has (mounted or not)."""
+        return len(self._entries)
+
+    @property
+    def window(self) -> tuple[int, int]:
+        """The blocks that have widgets: ``(first, end)`` indexes into the session's blocks."""
+        return self._lo, self._hi
+
+    @property
     def texts(self) -> list[AssistantText]:
-        """The assistant's text blocks, in order."""
-        return list(self._texts.values())
+        """The assistant's text blocks that have widgets, in order."""
+        self._flush()
+        return [e.widget for e in self._texts.values() if e.widget is not None]
 
     def tool(self, call_id: str) -> ToolBlock | None:
-        """The block of a tool call."""
-        return self._tools.get(call_id)
+        """The block of a tool call (None if unknown, or outside the window)."""
+        self._flush()
+        entry = self._tools.get(call_id)
+        return entry.widget if entry else None
 
     def card(self, approval_id: str) -> ApprovalCard | None:
-        """The card of an approval."""
-        return self._cards.get(approval_id)
+        """The card of an approval (None if unknown, or outside the window)."""
+        self._flush()
+        entry = self._cards.get(approval_id)
+        return entry.widget if entry else None
 
     def pending_cards(self) -> list[ApprovalCard]:
-        """Cards still waiting for a decision, oldest first."""
-        return [c for c in self._cards.values() if c.pending]
+        """Cards still waiting for a decision, oldest first (those in the window)."""
+        if any(self._cards[a].widget is None for a in self._pending):
+            self._flush()  # a card just asked for should take the keys now, not at the next batch
+        cards = (self._cards[a].widget for a in self._pending)
+        return sorted((c for c in cards if c is not None and c.pending), key=self._index_of)
 
     def clear(self) -> None:
         """Forget everything shown (another session is about to be shown)."""
-        self._texts.clear()
-        self._tools.clear()
-        self._streaming_tools.clear()
-        self._cards.clear()
-        self._queued.clear()
+        for mapping in (self._texts, self._tools, self._streaming_tools, self._cards, self._queued):
+            mapping.clear()
+        self._pending.clear()
+        self._entries.clear()
+        self._lo = self._hi = 0
+        self._at_end = self._following = True
         self.remove_children()
+        self.anchor()
 
     # -- events -------------------------------------------------------------------------------------
 
     def show(self, event: Event) -> None:
         """Render one event (those that change nothing visible are skipped)."""
         if isinstance(event, TextDelta):
-            self._text(event.run_id, event.step).feed(event.text)
+            text = event.text
+            self._text(event.run_id, event.step).change(lambda w: w.feed(text))
         elif isinstance(event, ToolCallDelta):
             self._tool_delta(event)
         elif isinstance(event, AssistantMessage):
@@ -103,100 +169,273 @@ class Conversation(VerticalScroll, can_focus=True):
             queued = self._queued.pop(event.run_id, None)
             if queued is not None:
                 queued.remove()
-            self._add(UserMessageBlock(event.text, run_id=event.run_id))
+            text, run_id = event.text, event.run_id
+            self._add(Entry(lambda: UserMessageBlock(text, run_id=run_id)))
         elif isinstance(event, RunQueued):
             block = UserMessageBlock(event.text, run_id=event.run_id, queued=True)
             self._queued[event.run_id] = block
-            self.mount(block)  # queued messages stay below everything else until their run starts
+            self.mount(block)
         elif isinstance(event, ToolCallStarted):
-            self._call(event.call_id, event.tool, event.arguments).set_status("running", started=event.ts)
+            ts = event.ts
+            self._call(event.call_id, event.tool, event.arguments).change(lambda w: w.set_status("running", started=ts))
         elif isinstance(event, ToolCallFinished):
-            self._call(event.call_id, event.tool, {}).finished(
-                is_error=event.is_error, failure=event.failure, content=event.content, duration_ms=event.duration_ms
+            done = event
+            self._call(event.call_id, event.tool, {}).change(
+                lambda w: w.finished(
+                    is_error=done.is_error,
+                    failure=done.failure,
+                    content=done.content,
+                    duration_ms=done.duration_ms,
+                    structured=done.structured,
+                )
             )
         elif isinstance(event, ApprovalRequested):
-            self._call(event.call_id, event.tool, event.arguments).set_status("awaiting approval")
-            card = ApprovalCard(
-                approval_id=event.approval_id,
-                tool=event.tool,
-                arguments=event.arguments,
-                reason=event.reason,
-                kind=event.kind,
-            )
-            self._cards[event.approval_id] = card
-            self._add(card)
+            self._approval(event)
         elif isinstance(event, ApprovalDecided):
             decided = self._cards.get(event.approval_id)
             if decided is not None:
-                decided.resolve(event.decision, event.decided_by, event.reason)
+                self._pending.discard(event.approval_id)
+                d = event
+                decided.change(lambda w: w.resolve(d.decision, d.decided_by, d.reason))
         elif isinstance(event, RunFinished):
             self._finished(event)
         else:
             self._notice(event)
 
-    def _text(self, run_id: str, step: int) -> AssistantText:
-        block = self._texts.get((run_id, step))
-        if block is None:
-            block = self._texts[(run_id, step)] = AssistantText(run_id=run_id, step=step)
-            self._add(block)
-        return block
+    def _text(self, run_id: str, step: int) -> Entry[AssistantText]:
+        entry = self._texts.get((run_id, step))
+        if entry is None:
+            entry = self._texts[(run_id, step)] = Entry(lambda: AssistantText(run_id=run_id, step=step))
+            self._add(entry)
+        return entry
 
     def _tool_delta(self, event: ToolCallDelta) -> None:
         key = (event.run_id, event.step, event.index)
-        block = self._streaming_tools.get(key)
-        if block is None:
-            block = ToolBlock(call_id=event.call_id, name=event.name, arguments="", status="writing")
-            self._streaming_tools[key] = block
+        entry = self._streaming_tools.get(key)
+        if entry is None:
+            call_id, name = event.call_id, event.name
+            entry = Entry(lambda: ToolBlock(call_id=call_id, name=name, arguments="", status="writing"))
+            self._streaming_tools[key] = entry
             if event.call_id:
-                self._tools[event.call_id] = block
-            self._add(block)
-        block.stream(event.name, event.arguments)
+                self._tools[event.call_id] = entry
+            self._add(entry)
+        name, piece = event.name, event.arguments
+        entry.change(lambda w: w.stream(name, piece))
 
     def _assistant(self, event: AssistantMessage) -> None:
         text = event.message.text
         if text or (event.run_id, event.step) in self._texts:
-            self._text(event.run_id, event.step).finish(text)
+            self._text(event.run_id, event.step).change(lambda w: w.finish(text), replaces=True)
         calls = [b for b in event.message.content if isinstance(b, ToolUseBlock)]
         for index, call in enumerate(calls):
-            block = self._streaming_tools.pop((event.run_id, event.step, index), None)
-            if block is None:
-                block = self._call(call.id, call.name, call.input)
-            self._tools[call.id] = block
-            block.written(call.id, call.name, call.input)
+            entry = self._streaming_tools.pop((event.run_id, event.step, index), None)
+            if entry is None:
+                entry = self._call(call.id, call.name, call.input)
+            self._tools[call.id] = entry
+            entry.change(_written(call))
 
-    def _call(self, call_id: str, name: str, arguments: dict[str, Any]) -> ToolBlock:
-        block = self._tools.get(call_id)
-        if block is None:  # a call whose assistant message this view never saw (it attached later)
-            block = self._tools[call_id] = ToolBlock(call_id=call_id, name=name, arguments=arguments)
-            self._add(block)
-        return block
+    def _call(self, call_id: str, name: str, arguments: dict[str, Any]) -> Entry[ToolBlock]:
+        entry = self._tools.get(call_id)
+        if entry is None:  # a call whose assistant message this view never saw (it attached later)
+            entry = self._tools[call_id] = Entry(lambda: ToolBlock(call_id=call_id, name=name, arguments=arguments))
+            self._add(entry)
+        return entry
+
+    def _approval(self, event: ApprovalRequested) -> None:
+        self._call(event.call_id, event.tool, event.arguments).change(lambda w: w.set_status("awaiting approval"))
+        asked = event
+        entry = Entry(
+            lambda: ApprovalCard(
+                approval_id=asked.approval_id,
+                tool=asked.tool,
+                arguments=asked.arguments,
+                reason=asked.reason,
+                kind=asked.kind,
+            )
+        )
+        self._cards[event.approval_id] = entry
+        self._pending.add(event.approval_id)
+        self._add(entry)
 
     def _finished(self, event: RunFinished) -> None:
         self._streaming_tools = {k: v for k, v in self._streaming_tools.items() if k[0] != event.run_id}
         if event.status == "completed":
             return
         level = "warning" if event.status in ("cancelled", "interrupted", "needs_review") else "error"
-        self._add(NoticeLine(f"run {event.status}: {event.reason}", level=level))
+        self._add_notice(f"run {event.status}: {event.reason}", level)
 
     def _notice(self, event: Event) -> None:
         if isinstance(event, Notice):
-            self._add(NoticeLine(event.text, level=event.level))
+            self._add_notice(event.text, event.level)
         elif isinstance(event, ModelRetry):
-            self._add(NoticeLine(f"model error, retrying in {event.delay_s:.0f}s: {event.error}", level="warning"))
+            self._add_notice(f"model error, retrying in {event.delay_s:.0f}s: {event.error}", "warning")
         elif isinstance(event, ContextCompacted):
-            self._add(NoticeLine(f"context compacted: {event.tokens_before} → {event.tokens_after} tokens"))
+            self._add_notice(f"context compacted: {event.tokens_before} → {event.tokens_after} tokens")
         elif isinstance(event, CompactionFailed):
-            self._add(NoticeLine(f"compaction failed: {event.reason}", level="warning"))
+            self._add_notice(f"compaction failed: {event.reason}", "warning")
         elif isinstance(event, ModelSwitched):
-            self._add(NoticeLine(f"model: {event.previous} → {event.model}"))
+            self._add_notice(f"model: {event.previous} → {event.model}")
         elif isinstance(event, RunResumed):
-            self._add(NoticeLine(f"run resumed after step {event.after_step}"))
+            self._add_notice(f"run resumed after step {event.after_step}")
         elif isinstance(event, ServerFailed):
-            self._add(NoticeLine(f"server {event.server} failed: {event.error}", level="error"))
+            self._add_notice(f"server {event.server} failed: {event.error}", "error")
 
-    def _add(self, block: Widget) -> None:
-        first_queued = next(iter(self._queued.values()), None)
-        if first_queued is not None:
-            self.mount(block, before=first_queued)
+    def _add_notice(self, text: str, level: str = "info") -> None:
+        self._add(Entry(lambda: NoticeLine(text, level=level)))
+
+    def _add(self, entry: Entry[Any]) -> None:
+        self._entries.append(entry)
+        now = time.monotonic()
+        if self._flush_timer is None and now - self._last_flush >= FLUSH_S:
+            self._flush()  # a block that comes alone (live) is mounted at once
+        elif self._flush_timer is None:  # one of a burst (a page of history): mounted with the rest
+            self._flush_timer = self.set_timer(FLUSH_S, self._flush)
+
+    # -- the window ---------------------------------------------------------------------------------
+
+    def _flush(self) -> None:
+        """Mount the blocks added since the last batch, where the window reaches the end of the session."""
+        if self._flush_timer is not None:
+            self._flush_timer.stop()
+            self._flush_timer = None
+        self._last_flush = time.monotonic()
+        end = len(self._entries)
+        if self._hi == end or not self.is_mounted or not self._at_end:
+            return  # nothing new, or the user reads older blocks: the new ones mount as they scroll to them
+        following = self._following or self._lo == self._hi
+        if not following:  # scrolled up in a window that reaches the end: what comes goes below, off screen
+            self._mount_bottom(min(end, self._lo + MOST))
+        elif end - self._hi > WINDOW:  # a page of history, or a burst: only its last blocks are shown
+            self._set_window(max(0, end - WINDOW), end)
         else:
-            self.mount(block)
+            self._mount_bottom(end)
+            if self._hi - self._lo > MOST:
+                self._drop_top(self._hi - self._lo - WINDOW, keep=False)  # the anchor keeps the bottom
+
+    def _set_window(self, lo: int, hi: int) -> None:
+        """Replace the mounted blocks by ``_entries[lo:hi]``."""
+        self._remove(self._entries[self._lo : self._hi])
+        self._lo = self._hi = lo
+        self._mount_bottom(hi)
+
+    def _mount_bottom(self, hi: int) -> None:
+        widgets = [e.build() for e in self._entries[self._hi : hi]]
+        self._hi = hi
+        self._at_end = hi == len(self._entries)
+        if widgets:
+            self.mount_all(widgets, before=next(iter(self._queued.values()), None))
+            self._hold()
+
+    def _mount_top(self, lo: int) -> None:
+        first = self._entries[self._lo].widget if self._lo < self._hi else None
+        widgets = [e.build() for e in self._entries[lo : self._lo]]
+        self._lo = lo
+        if widgets:
+            self.mount_all(widgets, before=first)
+            if first is not None:
+                self._keep_in_place(first)
+
+    def _drop_top(self, count: int, *, keep: bool = True) -> None:
+        dropped = self._entries[self._lo : self._lo + count]
+        self._lo += count
+        stays = self._entries[self._lo].widget if self._lo < self._hi else None
+        if keep and stays is not None:
+            self._keep_in_place(stays)
+        self._remove(dropped)
+
+    def _drop_bottom(self, count: int) -> None:
+        dropped = self._entries[self._hi - count : self._hi]
+        self._hi -= count
+        self._at_end = False
+        self._remove(dropped)
+
+    def _remove(self, entries: list[Entry[Any]]) -> None:
+        for entry in entries:
+            widget = entry.drop()
+            if widget is not None:
+                widget.remove()
+        self._hold()  # the view shrinking under the removed blocks is not the user scrolling up
+
+    def _hold(self) -> None:
+        """Ignore scrolling until the blocks just mounted are laid out (until then the view's size is wrong)."""
+        self._moving = True
+        self.call_after_refresh(self.call_after_refresh, self._release)
+
+    def _release(self) -> None:
+        self._moving = False
+
+    def _keep_in_place(self, widget: Widget, tries: int = 6) -> None:
+        """Keep ``widget`` where it is on screen while blocks above it come or go (and their heights settle)."""
+        offset = widget.virtual_region.y - self.scroll_y
+        self._moving = True
+
+        def settle(left: int) -> None:
+            if widget.is_attached:
+                target = widget.virtual_region.y - offset
+                if abs(target - self.scroll_y) >= 1:
+                    self.scroll_to(y=target, animate=False, immediate=True, release_anchor=False)
+            if left > 0 and widget.is_attached:
+                self.call_after_refresh(settle, left - 1)
+            else:
+                self._moving = False
+
+        self.call_after_refresh(settle, tries)
+
+    def _scrolled(self, old: float, y: float) -> None:
+        """Mount more blocks as the user scrolls near an edge of the window; drop the far side past ``MOST``.
+
+        Only a move towards that edge counts: the view also moves when blocks grow under the anchor, or when
+        blocks mounted above are compensated for, and neither should load more.
+        """
+        if self._moving or self._flush_timer is not None:
+            return  # a move settling, or blocks waiting for their batch: the window is not where it will be
+        if y < old:
+            self._following = False
+        elif y >= self.max_scroll_y - 1 and self._at_end:
+            self._following = True
+        edge = max(self.size.height, 5)
+        if y < old and y <= edge and self._lo > 0:
+            self._mount_top(max(0, self._lo - CHUNK))
+            if self._hi - self._lo > MOST:
+                self._drop_bottom(self._hi - self._lo - MOST)
+        elif y > old and y >= self.max_scroll_y - edge and self._hi < len(self._entries):
+            self._mount_bottom(min(len(self._entries), self._hi + CHUNK))
+            if self._hi - self._lo > MOST:
+                self._drop_top(self._hi - self._lo - MOST)
+
+    def _index_of(self, widget: Widget) -> int:
+        try:
+            return self.children.index(widget)
+        except ValueError:
+            return len(self.children)
+
+    # -- keys ---------------------------------------------------------------------------------------
+
+    def action_scroll_home(self) -> None:
+        """The session's first blocks."""
+        if self._lo > 0:
+            self._set_window(0, min(len(self._entries), WINDOW))
+        self.scroll_home(animate=False, immediate=True)
+
+    def action_scroll_end(self) -> None:
+        """The session's last blocks, following what comes."""
+        self._flush()
+        end = len(self._entries)
+        if self._hi < end:
+            self._set_window(max(0, end - WINDOW), end)
+        self._following = True
+        self.anchor()
+
+    def action_copy_selection(self) -> None:
+        """Copy the text selected with the mouse to the clipboard."""
+        selected = self.screen.get_selected_text()
+        if selected:
+            self.app.copy_to_clipboard(selected)
+            self.app.notify(f"copied {len(selected)} characters")
+        else:
+            self.app.notify("select text with the mouse first (drag over it), then press c", severity="warning")
+
+
+def _written(call: ToolUseBlock) -> Callable[[ToolBlock], None]:
+    """The change a stored call makes to its block (a function, so each call of a loop keeps its own)."""
+    return lambda block: block.written(call.id, call.name, call.input)

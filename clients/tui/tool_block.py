@@ -1,15 +1,18 @@
-"""One tool call in the conversation: its name, short arguments, status and a short result."""
+"""One tool call in the conversation: its name, short arguments, status, and a short result or the full one."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
+from rich.console import Group, RenderableType
 from rich.text import Text
 from textual import events, on
+from textual.binding import Binding
 from textual.timer import Timer
 from textual.widgets import Static
 
+from clients.tui.diff_view import FileChange, file_change, render_diff
 from clients.tui.text import short_arguments, short_result
 
 __all__ = ["ToolBlock"]
@@ -24,13 +27,23 @@ _STATUS_STYLE = {
 }
 
 
-class ToolBlock(Static):
+class ToolBlock(Static, can_focus=True):
     """A tool call, from the model writing it to its result.
 
     Its ``status`` is ``writing`` (arguments still streaming), ``waiting`` (written, not started),
     ``awaiting approval``, ``running`` (with the time since it started), ``done`` or ``failed`` (with the
-    failure kind: ``denied``, ``timed_out``, ``tool_error``...).
+    failure kind: ``denied``, ``timed_out``, ``tool_error``...). A file edit or write shows its diff. The
+    short result (and the diff's first lines) is the default; Enter on the focused block, or a click, shows
+    the whole result and diff, and again goes back.
+
+    | Key | Does |
+    | --- | --- |
+    | Enter / Space | show the full result (and the whole diff), or the short one again |
     """
+
+    BINDINGS = [
+        Binding("enter,space", "expand", "Full result", show=True),
+    ]
 
     def __init__(self, *, call_id: str, name: str, arguments: dict[str, Any] | str, status: str = "waiting") -> None:
         super().__init__(classes="-" + status.replace(" ", "-"))
@@ -40,6 +53,12 @@ class ToolBlock(Static):
         self.status = status
         self.failure: str | None = None
         self.result = ""
+        """The first lines of the result."""
+        self.full_result = ""
+        """The whole result, as the model saw it."""
+        self.expanded = False
+        """The full result (and the whole diff) is shown."""
+        self.structured: dict[str, Any] | None = None
         self._started: float | None = None
         self._duration: float | None = None
         self._ticker: Timer | None = None
@@ -49,6 +68,11 @@ class ToolBlock(Static):
     def _mounted(self) -> None:
         if self.status == "running" and self._ticker is None:
             self._ticker = self.set_interval(1.0, self._refresh_content)
+
+    @property
+    def change(self) -> FileChange | None:
+        """The file change this call makes, if it is a file edit or write."""
+        return file_change(self.tool, self.arguments, self.structured)
 
     def stream(self, name: str, piece: str) -> None:
         """More of the arguments' JSON text as the model writes it."""
@@ -73,10 +97,20 @@ class ToolBlock(Static):
         self._set_status(status)
         self._refresh_content()
 
-    def finished(self, *, is_error: bool, failure: str | None, content: str, duration_ms: float) -> None:
-        """The call ended with ``content`` (what the model sees)."""
+    def finished(
+        self,
+        *,
+        is_error: bool,
+        failure: str | None,
+        content: str,
+        duration_ms: float,
+        structured: dict[str, Any] | None = None,
+    ) -> None:
+        """The call ended with ``content`` (what the model sees) and its ``structured`` result."""
         self.failure = failure or ("tool_error" if is_error else None)
         self.result = short_result(content)
+        self.full_result = content.strip()
+        self.structured = structured
         self._duration = duration_ms / 1000
         if self._ticker is not None:
             self._ticker.stop()
@@ -84,23 +118,46 @@ class ToolBlock(Static):
         self._set_status("failed" if is_error else "done")
         self._refresh_content()
 
+    def action_expand(self) -> None:
+        """Show the full result, or the short one again."""
+        self.expanded = not self.expanded
+        self.set_class(self.expanded, "-expanded")
+        self._refresh_content()
+
+    @on(events.Click)
+    def _clicked(self, event: events.Click) -> None:
+        if self.screen.get_selected_text():
+            return  # the click ended a text selection: leave the block as it is
+        event.stop()
+        self.action_expand()
+
     def _set_status(self, status: str) -> None:
         self.remove_class("-" + self.status.replace(" ", "-"))
         self.status = status
         self.add_class("-" + status.replace(" ", "-"))
 
     def _refresh_content(self) -> None:
+        self.update(self._content())
+
+    def _content(self) -> RenderableType:
         line = Text("⚙ ", style="bold")
         line.append(self.tool or "…", style="bold")
         line.append(" " + short_arguments(self.arguments), style="dim")
         status = self.status
         if status == "running" and self._started is not None:
-            status += f" {time.time() - self._started:.0f}s"
+            status += f" {max(0.0, time.time() - self._started):.0f}s"
         elif status in ("done", "failed") and self._duration is not None:
             status += f" {self._duration:.1f}s"
         if self.failure:
             status += f" ({self.failure})"
         line.append(f"  [{status}]", style=_STATUS_STYLE.get(self.status, ""))
-        if self.result:
-            line.append("\n" + self.result, style="red" if self.status == "failed" else "dim")
-        self.update(line)
+        parts: list[RenderableType] = [line]
+        change = self.change if self.status != "failed" else None
+        if change is not None:
+            parts.append(render_diff(change, None if self.expanded else 8))
+        result = self.full_result if self.expanded else self.result
+        if result and (change is None or self.status == "failed" or self.expanded):
+            parts.append(Text(result, style="red" if self.status == "failed" else "dim"))
+        if len(parts) == 1:
+            return line
+        return Group(*parts)

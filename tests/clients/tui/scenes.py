@@ -1,0 +1,121 @@
+"""Fixed events for the conversation, and a tiny app that shows them without a daemon.
+
+The conversation renders only what events say, so feeding it events is the same as the daemon sending them;
+fixed ids and times make the pictures of the snapshot tests the same on every run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from textual.app import App, ComposeResult
+
+from clients.tui.conversation import Conversation
+from orchestrator.events import (
+    ApprovalRequested,
+    AssistantMessage,
+    RunFinished,
+    ToolCallFinished,
+    ToolCallStarted,
+    UserMessage,
+)
+from orchestrator.messages import Message, TextBlock, ToolUseBlock, Usage
+from orchestrator.protocol import Event
+
+SESSION = "s_00000001"
+TS = 1_700_000_000.0
+CSS = Path(__file__).parents[3] / "clients" / "tui" / "loom.tcss"
+
+
+def assistant(run: str, step: int, text: str, *calls: ToolUseBlock) -> AssistantMessage:
+    content: list[TextBlock | ToolUseBlock] = [TextBlock(text=text)] if text else []
+    content.extend(calls)
+    return AssistantMessage(
+        session_id=SESSION,
+        ts=TS,
+        run_id=run,
+        step=step,
+        message=Message(role="assistant", content=content),
+        stop_reason="tool_use" if calls else "end_turn",
+        usage=Usage(input_tokens=10, output_tokens=10),
+        duration_ms=5.0,
+    )
+
+
+def user(run: str, text: str) -> UserMessage:
+    return UserMessage(session_id=SESSION, ts=TS, run_id=run, text=text)
+
+
+def started(run: str, step: int, call: ToolUseBlock, ts: float = TS) -> ToolCallStarted:
+    return ToolCallStarted(
+        session_id=SESSION, ts=ts, run_id=run, step=step, call_id=call.id, tool=call.name, arguments=call.input
+    )
+
+
+def finished(run: str, step: int, call: ToolUseBlock, content: str, **extra: object) -> ToolCallFinished:
+    return ToolCallFinished.model_validate(
+        {
+            "session_id": SESSION,
+            "ts": TS,
+            "run_id": run,
+            "step": step,
+            "call_id": call.id,
+            "tool": call.name,
+            "is_error": False,
+            "content": content,
+            "duration_ms": 12.0,
+            **extra,
+        }
+    )
+
+
+def approval(run: str, call: ToolUseBlock) -> ApprovalRequested:
+    return ApprovalRequested(
+        session_id=SESSION,
+        ts=TS,
+        run_id=run,
+        approval_id=f"a_{call.id}",
+        call_id=call.id,
+        tool=call.name,
+        arguments=call.input,
+        reason="fs__edit changes files: ask mode asks first",
+    )
+
+
+def done(run: str) -> RunFinished:
+    return RunFinished(session_id=SESSION, ts=TS, run_id=run, status="completed", reason="", final_text="", steps=1)
+
+
+def long_session(turns: int) -> Iterator[Event]:
+    """A session of ``turns`` runs of 4 events each: a question, a tool call and its result, the answer."""
+    for i in range(turns):
+        run = f"r_{i:05d}"
+        call = ToolUseBlock(id=f"c_{i:05d}", name="fs__read", input={"path": f"notes/{i}.md"})
+        yield user(run, f"question {i}")
+        yield assistant(run, 0, "", call)
+        yield finished(run, 0, call, f"line one of {i}\nline two of {i}")
+        yield assistant(run, 1, f"Answer **{i}**: the notes say {i}.")
+
+
+class ConversationApp(App[None]):
+    """Just the conversation, with Loom's styles, fed ``events`` once it is mounted."""
+
+    CSS_PATH = str(CSS)
+
+    def __init__(self, events: list[Event], *, theme: str | None = None) -> None:
+        super().__init__()
+        self.events = events
+        if theme:
+            self.theme = theme
+
+    def compose(self) -> ComposeResult:
+        yield Conversation()
+
+    @property
+    def conversation(self) -> Conversation:
+        return self.query_one(Conversation)
+
+    def on_mount(self) -> None:
+        for event in self.events:
+            self.conversation.show(event)
