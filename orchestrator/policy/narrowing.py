@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # annotations only, as in the engine: importing the MCP SDK i
     from mcp import types as mt
 
 __all__ = [
+    "ALWAYS_LISTED",
     "MAX_DEPTH",
     "STRICTNESS",
     "Bounds",
@@ -61,6 +62,9 @@ __all__ = [
 STRICTNESS: dict[Mode, int] = {"plan": 0, "ask": 1, "accept-edits": 2, "bypass": 3}
 """Each mode's freedom: a lower number is stricter (see the module docstring for why the order is total)."""
 _RANK: dict[Verdict, int] = {"allow": 0, "ask": 1, "deny": 2}
+ALWAYS_LISTED = frozenset({"loom__tool_output"})
+"""Tools no allow-list hides: reading the full text of a result this session already got (its output was cut)
+is part of reading that result, not a capability; an allow-list written for Claude Code does not know of it."""
 MAX_DEPTH = 8
 """How many levels a chain may have (the root is level 1); deeper spawning is refused, not silently flattened."""
 _GLOB = frozenset("*?[")
@@ -178,16 +182,26 @@ class Bounds:
 
     def hidden(self, tool_name: str) -> str:
         """Why a level may not use ``tool_name`` at all, or ``""`` when every level may."""
+        found = self._hiding(tool_name)
+        return found[1] if found is not None else ""
+
+    def _hiding(self, tool_name: str) -> tuple[Bounds, str] | None:
+        """The first level, from the top, that may not use ``tool_name``, and why."""
         server = server_of(tool_name)
         for level in self.chain:
             if level.servers is not None and server not in level.servers:
                 reach = ", ".join(sorted(level.servers)) or "none"
-                return f"{tool_name} is a tool of server {server!r}, which {level.label} does not reach ({reach})"
+                return (
+                    level,
+                    f"{tool_name} is a tool of server {server!r}, which {level.label} does not reach ({reach})",
+                )
+            if tool_name in ALWAYS_LISTED:
+                continue
             for globs in level.allow_lists:
                 if not any(fnmatch.fnmatchcase(tool_name, glob) for glob in globs):
                     listed = ", ".join(globs) or "no tools"
-                    return f"{tool_name} is not in the allow-list of {level.label} ({listed})"
-        return ""
+                    return level, f"{tool_name} is not in the allow-list of {level.label} ({listed})"
+        return None
 
     def sees(self, tool_name: str) -> bool:
         """Whether every level may use ``tool_name`` (the hub shows this session only those)."""
@@ -206,9 +220,11 @@ class Bounds:
             The deciding level's decision; its reason names that level when it is not this one. ``protected``
             is set when any level that asked did so for Loom's own configuration.
         """
-        hidden = self.hidden(tool_name)
-        if hidden:
-            return Decision("deny", f"denied by policy: {hidden}; a child is never freer than its parent")
+        hiding = self._hiding(tool_name)
+        if hiding is not None:
+            level, why = hiding
+            tail = "" if level is self else "; a child is never freer than its parent"
+            return Decision("deny", f"denied by policy: {why}{tail}")
         best: tuple[Bounds, Decision] | None = None
         protected = False
         for level in self.chain:
@@ -225,6 +241,29 @@ class Bounds:
         if level is not self:
             reason = f"{reason} (decided by the policy of {level.label}; a child is never freer than its parent)"
         return replace(decision, reason=reason, protected=protected and decision.verdict == "ask")
+
+    def with_mode(self, mode: Mode) -> Bounds:
+        """This level in another mode (a person's ``set_mode``), refused when freer than the levels above.
+
+        Raises:
+            NarrowingError: ``mode`` is freer than the parent's effective mode.
+        """
+        if self.parent is not None and STRICTNESS[mode] > STRICTNESS[self.parent.effective_mode]:
+            raise NarrowingError(
+                f"{self.label} cannot switch to mode {mode!r}: its parent, {self.parent.label}, is in "
+                f"{self.parent.effective_mode!r}, and a child is never freer than its parent"
+            )
+        return replace(self, mode=mode)
+
+    def rebased(self, parent: Bounds) -> Bounds:
+        """This level under its parent's new bounds (after the parent's mode changed, say).
+
+        Bounds are values: a child's chain holds its parent's bounds as they were when the child got them. Whoever
+        changes a session's bounds gives each of its children (and theirs) ``child.rebased(new)``, so a parent
+        that becomes stricter makes its running children stricter at once; one that becomes freer does not free
+        them past what their own levels say.
+        """
+        return replace(self, parent=parent)
 
     def narrow(self, request: ChildRequest, *, available: Collection[str] | None = None) -> Bounds:
         """The bounds of a child of this session.

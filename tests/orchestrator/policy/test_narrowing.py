@@ -266,3 +266,37 @@ def test_a_child_works_inside_its_parents_directory(tmp_path: Path) -> None:
     # "../secrets/key" is the child's relative path; the parent's relative deny rule still sees where it points.
     assert child.decide("fs__read", READ_ONLY, {"path": "../secrets/key"}).verdict == "deny"
     assert child.decide("fs__read", READ_ONLY, {"path": "notes.txt"}).verdict == "allow"
+
+
+# --- changes while a child runs ----------------------------------------------------------------------------------
+
+
+def test_a_parent_made_stricter_makes_its_children_stricter(tmp_path: Path) -> None:
+    parent = root(tmp_path, "bypass")
+    child = parent.narrow(ChildRequest("child 'worker'"))
+    grandchild = child.narrow(ChildRequest("grandchild 'helper'"))
+    assert grandchild.decide("shell__run", SHELL, {"command": "make"}).verdict == "allow"
+    stricter_parent = parent.with_mode("plan")
+    child = child.rebased(stricter_parent)
+    grandchild = grandchild.rebased(child)
+    assert child.effective_mode == "plan" and grandchild.effective_mode == "plan"
+    decision = grandchild.decide("shell__run", SHELL, {"command": "make"})
+    assert decision.verdict == "deny" and "plan mode is read-only" in decision.reason
+
+
+def test_a_child_cannot_be_switched_to_a_freer_mode_than_its_parent(tmp_path: Path) -> None:
+    child = root(tmp_path, "accept-edits").narrow(ChildRequest("child 'worker'", mode="plan"))
+    assert child.with_mode("accept-edits").mode == "accept-edits"
+    with pytest.raises(NarrowingError, match="cannot switch to mode 'bypass': its parent, the session, is in"):
+        child.with_mode("bypass")
+
+
+def test_reading_a_cut_result_is_never_hidden_by_an_allow_list(tmp_path: Path) -> None:
+    child = root(tmp_path, "ask").narrow(ChildRequest("child 'reader'", tools=("fs__read",)))
+    assert child.sees("loom__tool_output")
+    assert child.decide("loom__tool_output", READ_ONLY, {"call_id": "c1"}).verdict == "allow"
+    own = child.decide("loom__skill", READ_ONLY, {"name": "x"})
+    assert own.verdict == "deny" and "allow-list of child 'reader'" in own.reason
+    assert "never freer" not in own.reason  # the child's own list hid it, not a parent's
+    # A server restriction still applies: the exemption is from allow-lists only.
+    assert not root(tmp_path, "ask").narrow(ChildRequest("child 'fs'", servers=("fs",))).sees("loom__tool_output")
