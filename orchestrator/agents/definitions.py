@@ -226,11 +226,24 @@ def _command_pattern(inner: str) -> str | None:
     return pattern if words and words[0] != "*" else None
 
 
+def _shown(value: object) -> str:
+    """A value for a message: a short repr of a scalar, the type of anything else.
+
+    Never the repr of a list or mapping: YAML aliases can nest one small document into a structure whose text
+    is exponentially long (the "billion laughs"), which ``safe_load`` builds cheaply but ``repr`` would not.
+    """
+    if value is None or isinstance(value, str | int | float | bool):
+        text = repr(value)
+        return text if len(text) <= 80 else text[:77] + "..."
+    return f"a {type(value).__name__}"
+
+
 def _one_of(meta: Mapping[str, Any], keys: tuple[str, ...], where: Path) -> tuple[str, Any] | None:
     """The one key of ``keys`` the front matter sets, or None; two that disagree are an error."""
     found = [(key, meta[key]) for key in keys if meta.get(key) is not None]
-    if len({repr(value) for _, value in found}) > 1:
-        shown = ", ".join(f"{key}: {value!r}" for key, value in found)
+    scalar = all(isinstance(value, str | int | float | bool) for _, value in found)
+    if len(found) > 1 and (not scalar or len({(type(value).__name__, value) for _, value in found}) > 1):
+        shown = ", ".join(f"{key}: {_shown(value)}" for key, value in found)
         raise AgentError(f"{where}: {shown} disagree; keep one of them")
     return found[0] if found else None
 
@@ -241,7 +254,7 @@ def _mode(meta: Mapping[str, Any], where: Path) -> tuple[Mode | None, bool]:
         return None, False
     key, value = found
     if not isinstance(value, str) or value not in PERMISSION_MODES:
-        raise AgentError(f"{where}: {key} {value!r} is not a mode; use one of {_MODES}")
+        raise AgentError(f"{where}: {key} {_shown(value)} is not a mode; use one of {_MODES}")
     return PERMISSION_MODES[value]
 
 
@@ -251,7 +264,7 @@ def _max_steps(meta: Mapping[str, Any], where: Path) -> int | None:
         return None
     key, value = found
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_STEPS:
-        raise AgentError(f"{where}: {key} must be a whole number of steps from 1 to {MAX_STEPS}, not {value!r}")
+        raise AgentError(f"{where}: {key} must be a whole number of steps from 1 to {MAX_STEPS}, not {_shown(value)}")
     return value
 
 
@@ -292,8 +305,7 @@ def parse_definition(text: str, path: Path, source: Source) -> AgentDefinition |
     if name is None or (isinstance(name, str) and not name.strip()):
         raise AgentError(f"{path}: no name; add 'name: <agent-name>' to the front matter ({_NAME_RULE})")
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-        shown = repr(name) if len(repr(name)) <= 80 else repr(name)[:77] + "..."
-        raise AgentError(f"{path}: name {shown} is not valid; {_NAME_RULE}")
+        raise AgentError(f"{path}: name {_shown(name)} is not valid; {_NAME_RULE}")
     description = _text(meta, "description", path, "what the agent does and when to use it")
     if len(description) > MAX_DESCRIPTION_CHARS:
         raise AgentError(
@@ -312,8 +324,8 @@ def parse_definition(text: str, path: Path, source: Source) -> AgentDefinition |
         model = "inherit"
     if not isinstance(model, str) or not valid_model(model):
         raise AgentError(
-            f"{path}: model {model!r} is not one Loom can use; use inherit, sonnet, opus, haiku, a Claude model id "
-            "(claude-...), or a Loom spec such as anthropic:claude-sonnet-4-5"
+            f"{path}: model {_shown(model)} is not one Loom can use; use inherit, sonnet, opus, haiku, a Claude "
+            "model id (claude-...), or a Loom spec such as anthropic:claude-sonnet-4-5"
         )
     mode, deny_asks = _mode(meta, path)
     notes: list[str] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -184,3 +185,21 @@ def test_model_aliases_map_only_where_well_defined(model: str, parent: str, spec
     assert bool(note) == inherits
     if inherits:
         assert "uses its parent's model" in note
+
+
+def test_a_yaml_alias_bomb_is_refused_quickly() -> None:
+    """Nine levels of aliases make a structure of 10**9 strings that safe_load builds by reference; no message
+    may try to print it."""
+    levels = ['a0: &a0 "lol"'] + [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 10)]
+    bomb = "\n".join(levels) + "\n"
+    started = time.monotonic()
+    for front in (f"{bomb}name: *a9\ndescription: x\n", f"{bomb}name: a\ndescription: x\nmode: *a9\nmaxTurns: *a9\n"):
+        with pytest.raises(AgentError, match="a list"):
+            parse(front)
+    with pytest.raises(AgentError, match="mode: a list, permissionMode: a list disagree"):
+        parse(f"{bomb}name: a\ndescription: x\nmode: *a9\npermissionMode: *a8\n")
+    with pytest.raises(AgentError, match="model a list is not one Loom can use"):
+        parse(f"{bomb}name: a\ndescription: x\nmodel: *a9\n")
+    with pytest.raises(AgentError, match="tools must be a comma-separated string or a list of tool names"):
+        parse(f"{bomb}name: a\ndescription: x\ntools: *a9\n")
+    assert time.monotonic() - started < 5
