@@ -1,4 +1,4 @@
-"""What the model is told besides the conversation: the system prompt, rebuilt for every run.
+"""What the model is told besides the conversation: the system prompt, assembled per run unless unchanged.
 
 Layers, in order: Loom's base prompt; the instruction files (``AGENTS.md``, ``LOOM.md``) from the
 user's Loom home, the project root and the working directory, later ones more specific
@@ -9,7 +9,8 @@ first lines of the notes in the user, project and session namespaces, the bodies
 Loom; the model pulls what the task needs.
 
 The memory index is read through the hub from the session's memory server, like any other tool
-call, so a memory server that is down costs the index, never the run.
+call, so a memory server that is down costs the index, never the run. A session keeps its prompt while
+nothing it is made of changed (:mod:`orchestrator.context.prompt_cache`).
 """
 
 from __future__ import annotations
@@ -58,6 +59,15 @@ def base_prompt(cwd: Path) -> str:
     return BASE_PROMPT.format(cwd=cwd)
 
 
+def read_file_layers(cwd: Path, home: Path) -> tuple[str, list[str]]:
+    """The instruction and skills layers of the prompt, and the problems reading them (blocking: file reads)."""
+    project = project_root(cwd)
+    files, problems = load_instructions(home, cwd)
+    skills, skill_problems = find_skills(home, project)
+    parts = [render_instructions(files), render_skills_index(skills)]
+    return "\n\n".join(p for p in parts if p), problems + skill_problems
+
+
 async def build_system_prompt(cwd: Path, home: Path, tools: ToolCaller | None = None) -> SystemPrompt:
     """Assemble the system prompt for a session in ``cwd`` (file reads run in a worker thread).
 
@@ -66,25 +76,21 @@ async def build_system_prompt(cwd: Path, home: Path, tools: ToolCaller | None = 
         home: Loom's home directory (user instruction files and skills).
         tools: the session's hub, for the memory index; None leaves the index out.
     """
-
-    def read_files() -> tuple[str, list[str]]:
-        project = project_root(cwd)
-        files, problems = load_instructions(home, cwd)
-        skills, skill_problems = find_skills(home, project)
-        parts = [render_instructions(files), render_skills_index(skills)]
-        return "\n\n".join(p for p in parts if p), problems + skill_problems
-
-    layered, problems = await anyio.to_thread.run_sync(read_files)
+    layered, problems = await anyio.to_thread.run_sync(read_file_layers, cwd, home)
     memory = await memory_index(tools) if tools is not None else ""
     text = "\n\n".join(p for p in (base_prompt(cwd), layered, memory) if p)
     return SystemPrompt(text, problems)
 
 
 async def memory_index(tools: ToolCaller, namespaces: Sequence[str] = MEMORY_NAMESPACES) -> str:
-    """The memory section of the prompt: each namespace's note keys and first lines, or "" if there are none.
+    """The memory section of the prompt: each namespace's note keys and first lines, or "" if there are none."""
+    return render_memory_index(namespaces, await list_memory(tools, namespaces))
 
-    The namespaces are listed concurrently, one round through the hub rather than one per namespace; the index
-    keeps their order.
+
+async def list_memory(tools: ToolCaller, namespaces: Sequence[str]) -> list[ToolOutcome | None]:
+    """``memory__list`` of each namespace, in order.
+
+    The namespaces are listed concurrently, one round through the hub rather than one per namespace.
     """
     outcomes: list[ToolOutcome | None] = [None] * len(namespaces)
 
@@ -94,6 +100,11 @@ async def memory_index(tools: ToolCaller, namespaces: Sequence[str] = MEMORY_NAM
     async with anyio.create_task_group() as tg:
         for index, namespace in enumerate(namespaces):
             tg.start_soon(list_one, index, namespace)
+    return outcomes
+
+
+def render_memory_index(namespaces: Sequence[str], outcomes: Sequence[ToolOutcome | None]) -> str:
+    """The memory section made of each namespace's listing (a failed one is left out), or "" if there are no notes."""
     lines: list[str] = []
     for namespace, outcome in zip(namespaces, outcomes, strict=True):
         if outcome is None or outcome.is_error or outcome.structured is None:

@@ -4,7 +4,8 @@ It causes effects only through ``ctx.steps`` (:mod:`orchestrator.loop.steps`: a 
 is one journalled step) and records its decisions in the :class:`~orchestrator.store.eventlog.EventLog`.
 The history is one list that grows by appending; nothing copies it per step, so a step costs the
 same at step 200 as at step 2. Every effect is recorded before the next model call: the assistant
-message and the calls it starts in one store batch, each result as it arrives.
+message and the calls it starts in one store batch, each result as it arrives; the final answer, which
+starts nothing, in one batch with the run's end (``RunContext.unstored``).
 
 :mod:`orchestrator.loop.resume` reuses the call-handling steps (:func:`check_calls`, :func:`ask_calls`,
 :func:`run_tools`) to finish an interrupted step, then hands the run back to :func:`run_loop`.
@@ -52,6 +53,9 @@ class RunContext:
     compactor: Compactor | None = None
     """Counts the context after each model call (a ``context_watermark`` event, from its meter) and compacts the
     history before a model call that would pass the threshold; None does neither."""
+    unstored: list[Event] = field(default_factory=list[Event])
+    """Events of the run's last step that the loop left for the run's end to store, in the batch with its
+    ``run_finished``: a final answer starts no call, so nothing has to be on record before the run ends."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +114,11 @@ async def run_loop(ctx: RunContext) -> LoopResult:
                     step=ctx.step,
                 )
             )
+        if not uses:
+            # The final answer: stored with the run's end, one batch (a crash before it loses only this model
+            # call, which a resume makes again, as it would have before the answer was stored).
+            ctx.unstored.extend(recorded)
+            return LoopResult("completed", response.stop_reason, final_text, ctx.step)
         if not to_ask:  # the hot path: one store batch per step
             await ctx.log.append(*recorded, *(started_event(ctx, use) for use in approved), *refusals)
         else:
@@ -120,9 +129,6 @@ async def run_loop(ctx: RunContext) -> LoopResult:
             await ctx.log.append(
                 *(started_event(ctx, use) for use in approved), *(finished_event(ctx, u, o, 0.0) for u, o in denied)
             )
-        if not uses:
-            await anyio.lowlevel.checkpoint_if_cancelled()
-            return LoopResult("completed", response.stop_reason, final_text, ctx.step)
         results = await run_tools(ctx, uses, approved, refused)
         ctx.history.append(Message(role="user", content=list(results)))
     return LoopResult("failed", f"max_steps: stopped after {ctx.max_steps} model calls", final_text, ctx.step)

@@ -17,6 +17,7 @@ import anyio.to_thread
 from orchestrator.config import ServerConfig, ShellOptions
 from orchestrator.context.history import rebuild_history
 from orchestrator.context.instructions import project_root
+from orchestrator.context.prompt_cache import MemoryScope, seed_new_session
 from orchestrator.events import (
     Event,
     Notice,
@@ -104,7 +105,8 @@ class Runtime:
         load left out (an untrusted project's allow rules), recorded as warnings like the ones found here.
         The tools are disconnected when the context exits; the session itself stays in the store.
         """
-        from servers import fs, memory, shell
+        from servers import fs, shell
+        from servers import memory as servers_memory
 
         if rules is None:
             # PolicyError (naming the file and rule) before anything is recorded.
@@ -113,6 +115,7 @@ class Runtime:
         history: list[Message] = []
         approved: set[str] = set()
         events: list[Event] = []
+        fresh = session_id is None
         if session_id is None:
             session_id = new_id("s")
             await self.log.append(
@@ -132,7 +135,15 @@ class Runtime:
             await self.log.append(ServerFailed(session_id=session_id, server=server, error=error))
 
         snapshots = FileSnapshots(self.log.store, session_id)
-        project = await anyio.to_thread.run_sync(project_root, cwd)
+
+        def place(session: str) -> tuple[Path, MemoryScope]:
+            project = project_root(cwd)
+            scope = MemoryScope(self.home / MEMORY_DB_NAME, str(project), session)
+            if fresh:
+                seed_new_session(scope)  # its prompt's first run need not wake its memory server to learn that
+            return project, scope
+
+        project, memory = await anyio.to_thread.run_sync(place, session_id)
         protected = Protected.for_session(self.home, cwd, project)
         internal = {
             "fs": fs.build_server([cwd], before_change=snapshots.before_change, hidden=secret_state(self.home)),
@@ -146,7 +157,7 @@ class Runtime:
                 hide=[self.home],
             ),
             # One memory file for everything; project and session notes are scoped to this project and session.
-            "memory": memory.build_server(self.home / MEMORY_DB_NAME, project=str(project), session=session_id),
+            "memory": servers_memory.build_server(memory.database, project=memory.project, session=session_id),
             "loom": build_session_tools(self.log.store, session_id, home=self.home, project=project),
         }
         hub = Hub(
@@ -166,6 +177,7 @@ class Runtime:
                 home=self.home,
                 protected=protected,
                 profiles=self.profiles,
+                memory=memory,
             )
             session.approvals.allowed_tools |= approved
             session.snapshots = snapshots

@@ -23,9 +23,10 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-from orchestrator.context.assembly import base_prompt, build_system_prompt
+from orchestrator.context.assembly import base_prompt
 from orchestrator.context.compactor import KEEP_SHARE, CompactionReport, Compactor, SwitchError
 from orchestrator.context.history import rebuild_history, user_turn
+from orchestrator.context.prompt_cache import MemoryScope, PromptCache
 from orchestrator.context.watermark import ContextMeter
 from orchestrator.events import (
     CompactionFailed,
@@ -95,6 +96,7 @@ class Session:
         home: Path | None = None,
         profiles: Mapping[str, ProfileSettings] | None = None,
         protected: Protected | None = None,
+        memory: MemoryScope | None = None,
     ) -> None:
         self.id = session_id
         self.cwd = cwd
@@ -112,6 +114,8 @@ class Session:
         """Where the fs server's changes are snapshotted for rewind (set by the runtime)."""
         self.home = home
         """Loom's home, for user instruction files and skills; None leaves the prompt at Loom's base."""
+        self.prompts = PromptCache(cwd, home, memory) if home is not None else None
+        """The system prompt, assembled again when an instruction file, a skill or the memory (``memory``) changed."""
         self.profiles = dict(profiles or {})
         self.meter = ContextMeter(model.name, self._profile(model))
         self.compactor = Compactor(session_id, log, self.meter)
@@ -208,10 +212,10 @@ class Session:
         return await self.log.store.read_events(self.id)
 
     async def system_prompt(self, run_id: str | None = None) -> str:
-        """The system prompt as of now: instruction files, skills and memory are read afresh each run."""
-        if self.home is None:
+        """The system prompt as of now: instruction files, skills and memory as they are (see ``prompts``)."""
+        if self.prompts is None:
             return base_prompt(self.cwd)
-        prompt = await build_system_prompt(self.cwd, self.home, self.hub)
+        prompt = await self.prompts.prompt(self.hub)
         new = [p for p in prompt.problems if p not in self._told]
         if new:
             self._told.update(new)
@@ -374,7 +378,9 @@ class Session:
         return RetryingModel(self.model, policy or RetryPolicy(), on_retry=on_retry)
 
     async def _finish(self, ctx: RunContext, result: LoopResult) -> None:
+        unstored, ctx.unstored = ctx.unstored, []
         await self.log.append(
+            *unstored,
             RunFinished(
                 session_id=self.id,
                 run_id=ctx.run_id,
@@ -382,7 +388,7 @@ class Session:
                 reason=result.reason,
                 final_text=result.final_text,
                 steps=result.steps,
-            )
+            ),
         )
         if result.status == "needs_review":
             self._stale = True  # the reviewed calls' turn is left open in memory; the store closes it
