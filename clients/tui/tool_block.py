@@ -140,9 +140,11 @@ class ToolBlock(Static, can_focus=True):
         self.update(self._content())
 
     def _content(self) -> RenderableType:
+        change = self.change
         line = Text("⚙ ", style="bold")
         line.append(self.tool or "…", style="bold")
-        line.append(" " + short_arguments(self.arguments), style="dim")
+        # a file change's old and new text are in its diff: its path is all the arguments need to say
+        line.append(" " + (change.path if change else short_arguments(self.arguments)), style="dim")
         status = self.status
         if status == "running" and self._started is not None:
             status += f" {max(0.0, time.time() - self._started):.0f}s"
@@ -152,7 +154,7 @@ class ToolBlock(Static, can_focus=True):
             status += f" ({self.failure})"
         line.append(f"  [{status}]", style=_STATUS_STYLE.get(self.status, ""))
         parts: list[RenderableType] = [line]
-        change = self.change if self.status != "failed" else None
+        change = change if self.status != "failed" else None
         if change is not None:
             parts.append(render_diff(change, None if self.expanded else 8))
         result = self.full_result if self.expanded else self.result

@@ -1,0 +1,161 @@
+"""Pictures of the main screens (pytest-textual-snapshot), at 80×24 and 160×48, and one in the light theme.
+
+The conversation's screens are built from fixed events fed to the conversation alone (``scenes``), with no
+daemon: ids, times and ports would otherwise change every picture. The session list and the watermark are
+pictures of the whole app, on a home where no daemon runs (so it says ``disconnected``), with a fixed session
+list and watermark given to its panel and status line. Other parts of the app change the pictures on
+purpose: regenerate them with ``pytest tests/clients/tui/test_tui_snapshots.py --snapshot-update`` and look
+at the report before committing them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+from clients.tui.app import LoomApp
+from clients.tui.sessions_panel import SessionsPanel
+from orchestrator.messages import ToolUseBlock
+from orchestrator.protocol import Event, SessionInfo
+from tests.clients.tui.scenes import (
+    TS,
+    ConversationApp,
+    approval,
+    assistant,
+    finished,
+    started,
+    user,
+)
+
+pytestmark = pytest.mark.timeout(120)
+
+SIZES = [pytest.param((80, 24), id="80x24"), pytest.param((160, 48), id="160x48")]
+SnapCompare = Callable[..., bool]
+
+ANSWER = """# What I found
+
+The **tool blocks** are rendered from their events:
+
+- a name and short arguments
+- a status, with its time
+- the first lines of the result
+
+```python
+def answer() -> int:
+    return 42
+```
+"""
+
+EDIT = ToolUseBlock(
+    id="c_edit",
+    name="fs__edit",
+    input={"path": "src/app.py", "old": "def main():\n    run()\n", "new": "def main() -> None:\n    run(fast=True)\n"},
+)
+
+
+def text_scene() -> list[Event]:
+    return [user("r_1", "look around and tell me what the widgets are"), assistant("r_1", 0, ANSWER)]
+
+
+def running_scene() -> list[Event]:
+    call = ToolUseBlock(id="c_run", name="shell__run", input={"command": "pytest -q tests/"})
+    # A start in the future shows "running 0s" however slow the machine is, so the picture does not move.
+    return [
+        user("r_1", "run the tests"),
+        assistant("r_1", 0, "Running the tests.", call),
+        started("r_1", 0, call, TS * 2),
+    ]
+
+
+def diff_scene() -> list[Event]:
+    structured = {"path": "src/app.py", "replacements": 1, "first_line": 12, "bytes_written": 300}
+    return [
+        user("r_1", "type main"),
+        assistant("r_1", 0, "Adding the annotation.", EDIT),
+        started("r_1", 0, EDIT),
+        finished("r_1", 0, EDIT, "replaced 1 occurrence in 'src/app.py' (first at line 12)", structured=structured),
+        assistant("r_1", 1, "Done: `main` is typed."),
+    ]
+
+
+def approval_scene() -> list[Event]:
+    return [user("r_1", "type main"), assistant("r_1", 0, "Adding the annotation.", EDIT), approval("r_1", EDIT)]
+
+
+SCENES = {"text": text_scene, "running_tool": running_scene, "diff": diff_scene, "approval": approval_scene}
+
+
+@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("scene", list(SCENES))
+def test_conversation_screens(snap_compare: SnapCompare, scene: str, size: tuple[int, int]) -> None:
+    assert snap_compare(ConversationApp(SCENES[scene]()), terminal_size=size, run_before=_settled)
+
+
+def test_a_diff_in_the_light_theme(snap_compare: SnapCompare) -> None:
+    app = ConversationApp(diff_scene(), theme="textual-light")
+    assert snap_compare(app, terminal_size=(80, 24), run_before=_settled)
+
+
+async def _settled(pilot: Pilot[Any]) -> None:
+    await pilot.pause(0.2)
+    await pilot.pause()
+
+
+def _session(n: int, status: str, ratio: float | None, title: str = "") -> SessionInfo:
+    return SessionInfo(
+        session_id=f"s_0000000{n}",
+        cwd="/work/project",
+        model="scripted:demo",
+        mode="ask",
+        archived=False,
+        last_seq=10,
+        status=status,
+        title=title,
+        context_used=None if ratio is None else int(ratio * 200_000),
+        context_window=200_000,
+        context_ratio=ratio,
+    )
+
+
+def _app(tmp_path: Path) -> LoomApp:
+    return LoomApp(home=tmp_path / "home", cwd=Path("/work/project"), model="scripted:demo", autostart=False)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_session_list_puts_a_session_that_needs_you_first(
+    snap_compare: SnapCompare, tmp_path: Path, size: tuple[int, int]
+) -> None:
+    async def sessions(pilot: Pilot[Any]) -> None:
+        app = pilot.app
+        assert isinstance(app, LoomApp)
+        panel = app.query_one(SessionsPanel)
+        panel.display = True
+        listed = [
+            _session(1, "idle", 0.12, "refactor the parser"),
+            _session(2, "awaiting_approval", 0.41, "write the docs"),
+            _session(3, "running", 0.63),
+        ]
+        panel.show_sessions(listed, cwd="/work/project", waiting={"s_00000002"}, current="s_00000001")
+        panel.focus()  # the prompt's cursor blinks: a picture with it focused differs from run to run
+        await _settled(pilot)
+
+    assert snap_compare(_app(tmp_path), terminal_size=size, run_before=sessions)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_watermark_past_the_threshold_is_red(
+    snap_compare: SnapCompare, tmp_path: Path, size: tuple[int, int]
+) -> None:
+    async def watermark(pilot: Pilot[Any]) -> None:
+        app = pilot.app
+        assert isinstance(app, LoomApp)
+        app.status.model, app.status.mode = "scripted:demo", "ask"
+        app.status.threshold, app.status.ratio = 0.8, 0.86
+        app.conversation.focus()  # the prompt's cursor blinks: a picture with it focused differs from run to run
+        await _settled(pilot)
+
+    assert snap_compare(_app(tmp_path), terminal_size=size, run_before=watermark)
