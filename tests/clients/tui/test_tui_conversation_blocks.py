@@ -8,6 +8,7 @@ import pytest
 
 from clients.tui.diff_view import diff_lines, file_change
 from orchestrator.messages import ToolUseBlock
+from orchestrator.protocol import Event
 from tests.clients.tui.scenes import ConversationApp, assistant, finished, started, user
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
@@ -33,7 +34,12 @@ def test_a_new_file_is_all_added_and_an_overwrite_says_its_old_content_is_unknow
 
 async def test_the_full_result_is_shown_on_enter_and_hidden_again() -> None:
     call = ToolUseBlock(id="c_1", name="fs__read", input={"path": "big.txt"})
-    events = [user("r", "read it"), assistant("r", 0, "", call), started("r", 0, call), finished("r", 0, call, LONG)]
+    events: list[Event] = [
+        user("r", "read it"),
+        assistant("r", 0, "", call),
+        started("r", 0, call),
+        finished("r", 0, call, LONG),
+    ]
     app = ConversationApp(list(events))
     async with app.run_test(size=(80, 40)) as pilot:
         await pilot.pause(0.1)
