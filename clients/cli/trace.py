@@ -13,8 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clients.cli.output import write_out
-from clients.timeline import TraceEntry as TraceEntry  # the timeline lives there, shared with the TUI's /trace
-from clients.timeline import build_timeline, render_timeline
+
+# The timeline lives there, shared with the TUI's /trace; these names stay importable from here.
+from clients.timeline import TraceEntry as TraceEntry
+from clients.timeline import build_timeline as build_timeline
+from clients.timeline import render_timeline as render_timeline
 from orchestrator.events import EVENT_ADAPTER, Event
 
 if TYPE_CHECKING:

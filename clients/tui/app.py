@@ -20,8 +20,11 @@ from textual.widgets import Footer
 
 from clients.loom import FaceError, LiveFollower, LoomClient, daemon_running
 from clients.tui.approval_card import ApprovalCard
+from clients.tui.command_runner import CommandRunner
+from clients.tui.completion import CompletionList
 from clients.tui.connection import DECIDED_BY, DaemonStartFailed, attach, start_daemon, wait_for_daemon
 from clients.tui.conversation import Conversation
+from clients.tui.history import HISTORY_FILE, PromptHistory
 from clients.tui.prompt import Prompt
 from clients.tui.sessions_panel import SessionsPanel
 from clients.tui.status_bar import StatusBar
@@ -30,6 +33,7 @@ from orchestrator.events import (
     ApprovalRequested,
     AssistantMessage,
     ContextWatermark,
+    ModeChanged,
     ModelSwitched,
     RunFinished,
     RunStarted,
@@ -105,6 +109,8 @@ class LoomApp(App[int]):
         self._last_interrupt = 0.0
         self.daemon_started: int | None = None
         """The pid of the daemon this TUI started, if it started one."""
+        self.commands = CommandRunner(self)
+        """The prompt's slash commands (clients/tui/command_runner.py)."""
 
     def compose(self) -> ComposeResult:
         """The sessions panel, the conversation over the prompt, the status line and the key hints."""
@@ -112,7 +118,8 @@ class LoomApp(App[int]):
             yield SessionsPanel()
             with Vertical(id="chat"):
                 yield Conversation()
-                yield Prompt()
+                yield Prompt(PromptHistory(self.home / HISTORY_FILE))
+                yield CompletionList()
         yield StatusBar()
         yield Footer()
 
@@ -214,6 +221,7 @@ class LoomApp(App[int]):
 
     def _show(self, event: Event) -> None:
         self.conversation.show(event)
+        self.commands.observe(event)
         self.status.observe(event)  # tokens and the run's clock
         status = self.status
         if isinstance(event, SessionCreated):
@@ -232,6 +240,8 @@ class LoomApp(App[int]):
             status.ratio, status.threshold = event.ratio, event.threshold
         elif isinstance(event, ModelSwitched):
             status.model = event.model
+        elif isinstance(event, ModeChanged):
+            status.mode = event.mode
 
     def _offer_card(self) -> None:
         """Put the oldest pending approval under the keys, unless the user is writing a message."""
@@ -313,7 +323,14 @@ class LoomApp(App[int]):
 
     @on(Prompt.Submitted)
     def _submitted(self, event: Prompt.Submitted) -> None:
-        self.run_worker(self._send(event.text), group="send")
+        if self.commands.run(event.text):
+            return
+        text = event.text[1:] if event.text.startswith("//") else event.text  # "//x" sends "/x"
+        self.run_worker(self._send(text), group="send")
+
+    @on(Prompt.CompletionWanted)
+    def _completion_wanted(self) -> None:
+        self.commands.refresh_known()
 
     async def _send(self, text: str) -> None:
         loom = self.loom
