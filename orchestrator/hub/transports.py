@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -86,11 +87,42 @@ async def connected_tools(target: MCPServer | ServerConfig, client: Client) -> l
     return await list_all_tools(client)
 
 
+_LISTED: OrderedDict[tuple[object, ...], tuple[list[mt.Tool], tuple[object, ...]]] = OrderedDict()
+"""Listings by what they are made of (each tool's texts and the identity of its schemas and annotations), each held
+with the objects whose ids its key names, so an id is not reused while its entry lives."""
+_LISTINGS = 256
+
+
 async def listed_in_process(target: MCPServer | ServerConfig) -> list[mt.Tool] | None:
-    """An in-process server's tools as its ``tools/list`` would answer, without connecting; None where unknown."""
-    if isinstance(target, MCPServer) and _lists_as_it_answers(target):
+    """An in-process server's tools as its ``tools/list`` would answer, without connecting; None where unknown.
+
+    The SDK builds its listing afresh each time (a pydantic model per tool, copying each schema); a server built
+    for every session from the process's tool metadata (``servers._tools``) lists the very same objects, so the
+    listing made for the first is handed to the next, its schemas the same objects the hub's validators are kept by.
+    """
+    if not isinstance(target, MCPServer) or not _lists_as_it_answers(target):
+        return None
+    manager = getattr(target, "_tool_manager", None)
+    infos = manager.list_tools() if manager is not None else None
+    if not isinstance(infos, list):
         return list(await target.list_tools())
-    return None
+    held = tuple(obj for info in infos for obj in (info.parameters, info.output_schema, info.annotations, info.icons))
+    key = (
+        type(target),
+        *(
+            (info.name, info.title, info.description, repr(info.meta), *(id(obj) for obj in held[4 * i : 4 * i + 4]))
+            for i, info in enumerate(infos)
+        ),
+    )
+    found = _LISTED.get(key)
+    if found is not None and all(a is b for a, b in zip(found[1], held, strict=True)):
+        _LISTED.move_to_end(key)
+        return list(found[0])
+    tools = list(await target.list_tools())
+    _LISTED[key] = (tools, held)
+    while len(_LISTED) > _LISTINGS:
+        _LISTED.popitem(last=False)
+    return list(tools)
 
 
 def _lists_as_it_answers(server: MCPServer) -> bool:

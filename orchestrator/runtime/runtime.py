@@ -34,7 +34,8 @@ from orchestrator.models.profiles import ProfileSettings
 from orchestrator.policy.protected import Protected
 from orchestrator.policy.rules import Rule
 from orchestrator.runtime.owner import owner_alive
-from orchestrator.runtime.session import DEFAULT_MAX_STEPS, RunResult, Session, new_id
+from orchestrator.runtime.runs import DEFAULT_MAX_STEPS, RunResult, new_id
+from orchestrator.runtime.session import Session
 from orchestrator.runtime.session_tools import build_session_tools
 from orchestrator.store.eventlog import EventLog
 from orchestrator.store.interface import RunRecord
@@ -116,9 +117,10 @@ class Runtime:
         approved: set[str] = set()
         events: list[Event] = []
         fresh = session_id is None
+        opening: list[Event] = []
         if session_id is None:
             session_id = new_id("s")
-            await self.log.append(
+            opening.append(
                 SessionCreated(session_id=session_id, cwd=str(cwd), model=model.name, mode=mode, headless=headless)
             )
         else:
@@ -126,10 +128,12 @@ class Runtime:
             history = rebuild_history(events)
             approved = approved_for_session(events)
         if notice:
-            await self.log.append(Notice(session_id=session_id, text=notice))
-        told = [*self.warnings, *warnings]
-        if told:
-            await self.log.append(*(Notice(session_id=session_id, level="warning", text=text) for text in told))
+            opening.append(Notice(session_id=session_id, text=notice))
+        opening.extend(
+            Notice(session_id=session_id, level="warning", text=text) for text in [*self.warnings, *warnings]
+        )
+        if opening:
+            await self.log.append(*opening)  # the session's record and what its user should know: one batch
 
         async def on_failure(server: str, error: str) -> None:
             await self.log.append(ServerFailed(session_id=session_id, server=server, error=error))

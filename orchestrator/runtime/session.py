@@ -15,9 +15,7 @@ failure, a review left open).
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -53,29 +51,14 @@ from orchestrator.policy.protected import Protected
 from orchestrator.policy.rules import Rule
 from orchestrator.protocol import STORE_FAILURE
 from orchestrator.runtime.owner import owner_alive, this_process
+from orchestrator.runtime.runs import DEFAULT_MAX_STEPS, RunResult, new_id
 from orchestrator.store.eventlog import EventLog
 from orchestrator.store.interface import StoreError
 from orchestrator.store.snapshots import FileSnapshots
 
+__all__ = ["DEFAULT_MAX_STEPS", "RunResult", "Session", "new_id"]
+
 logger = logging.getLogger(__name__)
-
-DEFAULT_MAX_STEPS = 50
-
-
-def new_id(prefix: str) -> str:
-    """A short random id such as ``r_3f9a1c2b7d4e``."""
-    return f"{prefix}_{uuid.uuid4().hex[:12]}"
-
-
-@dataclass(frozen=True, slots=True)
-class RunResult:
-    """How a run ended, as a face reports it."""
-
-    run_id: str
-    status: str
-    reason: str
-    final_text: str
-    steps: int
 
 
 class Session:

@@ -132,3 +132,19 @@ async def test_a_session_closed_before_its_first_call_never_connects_its_servers
     async with Hub({"idle": server}) as hub:
         assert [t.name for t in hub.tools] == ["idle__noop"]
     assert entered == []
+
+
+async def test_servers_built_from_the_same_metadata_still_list_their_own_texts() -> None:
+    from servers._tools import bound_tool
+
+    def greet(name: str) -> str:
+        """Say hello."""
+        return f"hello {name}"
+
+    def server(description: str) -> MCPServer:
+        return MCPServer("greeter", tools=[bound_tool(greet, name="greet", description=description)])
+
+    for description in ("Greet someone.", "Greet someone warmly.", "Greet someone."):
+        async with Hub({"g": server(description)}) as hub:
+            tool = hub.tool("g__greet")
+            assert tool is not None and tool.description == description
