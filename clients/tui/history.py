@@ -1,9 +1,9 @@
 """The prompt's history: what was sent before, walked with Up and Down, kept in ``$LOOM_HOME`` (0600).
 
-The file holds one JSON string per line, newest last, and is cut back to :data:`KEEP` entries when it grows to
-twice that. Reading and writing it happen in a worker thread (:meth:`PromptHistory.load`, :meth:`save`); the
-walk itself is in memory. While the user walks, the draft they were writing is kept and comes back past the
-newest entry.
+The file holds one JSON string per line, newest last, and is cut back to its newest :data:`KEEP` entries when it
+passes :data:`MAX_BYTES`. Reading and writing it happen in a worker thread (:meth:`PromptHistory.load`,
+:meth:`PromptHistory.save`); the walk itself is in memory. While the user walks, the draft they were writing is
+kept, and comes back past the newest entry.
 """
 
 from __future__ import annotations
@@ -15,19 +15,23 @@ from pathlib import Path
 
 import anyio
 
-__all__ = ["HISTORY_FILE", "KEEP", "PromptHistory"]
+__all__ = ["HISTORY_FILE", "KEEP", "MAX_BYTES", "PromptHistory"]
 
 HISTORY_FILE = "tui_history.jsonl"
 KEEP = 500
-"""Entries kept (older ones are dropped when the file is rewritten)."""
+"""Entries read back, and kept when the file is cut."""
+MAX_BYTES = 1 << 20
+"""Past this size the file is rewritten with only its newest :data:`KEEP` entries."""
 
 
 class PromptHistory:
     """Entries oldest first, and where the user is in them (``None``: at the draft, below the newest)."""
 
-    def __init__(self, path: Path | None) -> None:
+    def __init__(self, path: Path | None, *, max_bytes: int = MAX_BYTES) -> None:
         self.path = path
         """Where the history is kept; None keeps it for this process only."""
+        self.max_bytes = max_bytes
+        """Past this size the file is cut to its newest :data:`KEEP` entries."""
         self.entries: list[str] = []
         self._at: int | None = None
         self._draft = ""
@@ -82,7 +86,7 @@ class PromptHistory:
     async def save(self, text: str) -> None:
         """Append ``text`` to the kept history (rewriting the file, cut to :data:`KEEP`, once it has grown)."""
         if self.path is not None:
-            await anyio.to_thread.run_sync(_append, self.path, text)
+            await anyio.to_thread.run_sync(_append, self.path, text, self.max_bytes)
 
 
 def _read(path: Path) -> list[str]:
@@ -99,17 +103,17 @@ def _read(path: Path) -> list[str]:
     return entries
 
 
-def _append(path: Path, text: str) -> None:
+def _append(path: Path, text: str, max_bytes: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     # Created 0600: messages can hold anything a user pasted. O_APPEND keeps two TUIs' lines whole.
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     with os.fdopen(fd, "a", encoding="utf-8") as out:
         out.write(json.dumps(text, ensure_ascii=False) + "\n")
-    with contextlib.suppress(OSError):
-        if path.stat().st_size > 0 and len(path.read_text(encoding="utf-8").splitlines()) > 2 * KEEP:
-            kept = _read(path)
-            tmp = path.with_suffix(".tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                out.writelines(json.dumps(e, ensure_ascii=False) + "\n" for e in kept)
-            os.replace(tmp, path)
+        size = out.tell()
+    if size > max_bytes:
+        kept = _read(path)
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.writelines(json.dumps(e, ensure_ascii=False) + "\n" for e in kept)
+        os.replace(tmp, path)

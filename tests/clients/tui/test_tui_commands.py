@@ -176,3 +176,23 @@ def test_resume_continues_the_run_the_daemon_interrupted(tmp_path: Path) -> None
     finally:
         if daemon.proc.poll() is None:
             daemon.stop()
+
+
+def test_cancel_stops_the_running_run(tmp_path: Path) -> None:
+    project, home = make_project(tmp_path / "p"), tmp_path / "home"
+    script = write_script(tmp_path / "s.json", [{"text": "never finished", "delay_s": 30.0}])
+
+    async def drive() -> None:
+        app = tui(home, project, f"scripted:{script}")
+        async with app.run_test(size=SIZE) as pilot:
+            await connected(pilot)
+            await type_message(pilot, "/cancel")
+            await until(pilot, lambda: has_notice(app, "no run is going"), "nothing to cancel")
+            await type_message(pilot, "go")
+            await until(pilot, lambda: app.status.run == "running", "the run to start")
+            await type_message(pilot, "/cancel")
+            await until(pilot, lambda: app.status.run == "cancelled", "the run to be cancelled")
+            assert has_notice(app, "cancelling run")
+
+    with running_daemon(home, tmp_path):
+        anyio.run(drive)

@@ -14,6 +14,7 @@ from clients.tui.completion import CompletionList
 from clients.tui.history import HISTORY_FILE
 from clients.tui.notice_line import NoticeLine
 from clients.tui.prompt import Prompt
+from clients.tui.user_message import UserMessageBlock
 from tests.clients.cli_support import make_project, write_script
 from tests.clients.tui.support import SIZE, connected, tui, type_message, until
 from tests.orchestrator.daemon.daemon_process import running_daemon
@@ -39,7 +40,7 @@ def skill(root: Path, name: str, description: str) -> None:
 def test_slash_opens_the_completion_list_and_tab_completes(tmp_path: Path) -> None:
     project, home = make_project(tmp_path / "p"), tmp_path / "home"
     skill(home / "skills", "release-notes", "Write release notes.")
-    script = write_script(tmp_path / "s.json", [{"text": "hello"}])
+    script = write_script(tmp_path / "s.json", [{"text": "hello"}, {"text": "notes written"}])
 
     async def drive() -> None:
         app = tui(home, project, f"scripted:{script}")
@@ -69,6 +70,11 @@ def test_slash_opens_the_completion_list_and_tab_completes(tmp_path: Path) -> No
             await until(pilot, lambda: f"/model scripted:{script}" in [c.text for c in menu.candidates], "a model")
             await pilot.press("escape")
             assert not menu.display and prompt.text == "/model s"
+            prompt.clear()
+            await type_message(pilot, "/release-notes for v2")  # a skill, by name: a message asking for it
+            await until(pilot, lambda: len(app.conversation.texts) == 2, "the skill's answer")
+            sent = [b.text for b in app.conversation.query(UserMessageBlock)]
+            assert sent[-1] == 'Use the skill "release-notes" (load it with the loom__skill tool) for this: for v2'
 
     with running_daemon(home, tmp_path):
         anyio.run(drive)
