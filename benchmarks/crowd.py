@@ -21,6 +21,7 @@ reached is a MISS with how far it got.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,26 +80,58 @@ async def _follow(
         async with creating:
             session_id = await delegate(client, cwd, model)
             page = await _read(client, session_id, 0, 0.0)
-        cursor = int(page["next_after_seq"])
+        follower = _Follower(state, session_id, int(page["next_after_seq"]))
         state.created += 1
         if state.created == state.sessions:
             state.all_created.set()
         await go.wait()
-        run = structured(await client.call_tool("send_message", {"session_id": session_id, "text": "Go."}), "send")
-        if run["status"] not in ("queued", "running", "completed"):
-            raise AssertionError(f"the run did not start: {run}")
-        while True:
-            page = await _read(client, session_id, cursor, POLL_S)
-            now = time.time()
-            cursor = int(page["next_after_seq"])
-            for event in page["events"]:
-                state.latencies.append(now - float(event["ts"]))
-                state.by_type.setdefault(str(event["type"]), []).append(now - float(event["ts"]))
-                if event["type"] == "run_finished":
-                    if event.get("status") != "completed":
-                        raise AssertionError(f"a run ended {event.get('status')}: {event}")
-                    state.finished += 1
-                    return
+        async with anyio.create_task_group() as tg:
+            # Following before sending, as a TUI is: the run's first events are pushed like the rest.
+            tg.start_soon(follower.follow, client)
+            run = structured(await client.call_tool("send_message", {"session_id": session_id, "text": "Go."}), "send")
+            if run["status"] not in ("queued", "running", "completed"):
+                raise AssertionError(f"the run did not start: {run}")
+
+
+class _Follower:
+    """One client's follower: a ``read_events(stream=True)`` call open at a time, until the run's end arrives."""
+
+    def __init__(self, state: _Round, session_id: str, cursor: int) -> None:
+        self.state, self.session_id, self.cursor = state, session_id, cursor
+        self.finished = anyio.Event()
+
+    async def follow(self, client: Client) -> None:
+        with anyio.CancelScope() as following:
+            async with anyio.create_task_group() as tg:
+
+                async def stop_when_finished() -> None:
+                    await self.finished.wait()
+                    following.cancel()  # the open call is cancelled; its run is over
+
+                tg.start_soon(stop_when_finished)
+                while not self.finished.is_set():
+                    args = {"session_id": self.session_id, "after_seq": self.cursor, "wait_s": POLL_S, "limit": 1000}
+                    result = await client.call_tool(
+                        "read_events", {**args, "stream": True}, progress_callback=self.pushed
+                    )
+                    self.take(structured(result, "read_events"), time.time())
+
+    async def pushed(self, progress: float, total: float | None, message: str | None) -> None:
+        """A page the daemon pushed during the call (its JSON is the progress message)."""
+        if message is not None:
+            self.take(json.loads(message), time.time())
+
+    def take(self, page: dict[str, Any], now: float) -> None:
+        self.cursor = max(self.cursor, int(page["next_after_seq"]))
+        for event in page["events"]:
+            latency = now - float(event["ts"])
+            self.state.latencies.append(latency)
+            self.state.by_type.setdefault(str(event["type"]), []).append(latency)
+            if event["type"] == "run_finished":
+                if event.get("status") != "completed":
+                    raise AssertionError(f"a run ended {event.get('status')}: {event}")
+                self.state.finished += 1
+                self.finished.set()
 
 
 async def _read(client: Client, session_id: str, after_seq: int, wait_s: float) -> dict[str, Any]:

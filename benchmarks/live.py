@@ -6,7 +6,8 @@ answer in pieces of ``CHUNK_CHARS`` characters, ``CHUNK_DELAY_S`` apart (a fast 
 *produced* at its ``text_delta``'s ``ts``: the wall-clock time the loop took it from the model, read here
 through an event-log subscriber.
 
-**The followers** are the CLI's :class:`~clients.loom.LiveFollower` (what ``loom attach`` runs), one
+**The followers** are the CLI's :class:`~clients.loom.LiveFollower` (which ``loom attach`` long-polls with),
+each with one ``read_events`` call open at a time that the daemon pushes pages into (``LiveFollower.stream``), one
 MCP client per session (as separate ``loom attach`` processes would be), all in one child process, so
 the daemon and its clients have a core each. A piece has *arrived* when a follower's page holds its last
 character (wall clock again: both processes read the same clock). Every follower must reassemble exactly
@@ -198,8 +199,9 @@ async def _follow_one(
         if ready["count"] == total:
             sys.stdout.write("ready\n")
             sys.stdout.flush()
-        while True:
-            events = await follower.next(client, 30)
+        finished = anyio.Event()
+
+        def arrived(events: list[Any]) -> None:
             now = time.time()
             for event in events:
                 if isinstance(event, TextDelta):
@@ -208,7 +210,19 @@ async def _follow_one(
                 elif isinstance(event, AssistantMessage):
                     result["stored"] = event.message.text
                 elif isinstance(event, RunFinished):
-                    return
+                    finished.set()
+
+        # One read_events call open at a time (stream=True): the daemon pushes each piece as it is written.
+        with anyio.CancelScope() as following:
+            async with anyio.create_task_group() as tg:
+
+                async def stop_when_finished() -> None:
+                    await finished.wait()
+                    following.cancel()
+
+                tg.start_soon(stop_when_finished)
+                while not finished.is_set():
+                    await follower.stream(client, 30, arrived)
 
 
 def _percentile(values: Sequence[float], q: float) -> float:

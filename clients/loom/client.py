@@ -7,7 +7,7 @@ that cannot be resumed) raises :class:`FaceError` with the face's own message.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
@@ -136,6 +136,41 @@ class LoomClient:
             limit=limit,
             live_cursor=live_cursor,
         )
+
+    async def stream_events(
+        self,
+        session_id: str,
+        on_page: Callable[[EventPage], None],
+        *,
+        after_seq: int = 0,
+        wait_s: float = FOLLOW_WAIT_S,
+        limit: int = 200,
+        live_cursor: str | None = None,
+    ) -> EventPage:
+        """One ``read_events`` call held open for up to ``wait_s``: each page the face pushes goes to ``on_page``.
+
+        The pushed pages (progress notifications) come in order, each continuing from the one before, and the
+        returned page continues from the last of them. A face too old to stream answers with one page at once.
+        """
+
+        async def pushed(progress: float, total: float | None, message: str | None) -> None:
+            if message is not None:
+                on_page(EventPage.model_validate_json(message))
+
+        arguments = {
+            "session_id": session_id,
+            "after_seq": after_seq,
+            "wait_s": wait_s,
+            "limit": limit,
+            "live_cursor": live_cursor,
+            "stream": True,
+        }
+        answer = await self.session.call_tool("read_events", arguments, progress_callback=pushed)
+        if answer.is_error or answer.structured_content is None:
+            text = " ".join(getattr(b, "text", "") for b in answer.content).strip()
+            shown = text.removeprefix("Error executing tool read_events: ")
+            raise FaceError(shown or "read_events failed", "read_events")
+        return EventPage.model_validate(answer.structured_content)
 
     async def follow(
         self, session_id: str, *, after_seq: int = 0, every_message: bool = False, wait_s: float = FOLLOW_WAIT_S

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.events import AssistantMessage, RunFinished, TextDelta, ToolCallDelta
@@ -51,10 +52,30 @@ class LiveFollower:
         )
         return self.take(page)
 
+    async def stream(self, client: LoomClient, wait_s: float, on_events: Callable[[list[Event]], None]) -> None:
+        """One ``read_events`` call held open for up to ``wait_s``: the events to show go to ``on_events`` as they come.
+
+        The face pushes each change as it happens rather than answering once per call, so nothing waits for
+        a round trip (see :func:`orchestrator.face.live.stream_pages`); the cursors move as with :meth:`next`.
+        """
+
+        def pushed(page: EventPage) -> None:
+            events = self.take(page)
+            if events:
+                on_events(events)
+
+        pushed(
+            await client.stream_events(
+                self.session_id, pushed, after_seq=self.cursor, wait_s=wait_s, live_cursor=self.live_cursor
+            )
+        )
+
     def take(self, page: EventPage) -> list[Event]:
         """The events of one ``read_events`` page, live text included, and the cursors moved past them."""
         out: list[Event] = []
         for event in page.events:
+            if event.seq is not None and event.seq <= self.cursor:
+                continue  # held already (a page that overlaps the one before): never shown twice
             if isinstance(event, AssistantMessage):
                 out.extend(self._rest_of(event))
             elif isinstance(event, RunFinished):

@@ -9,9 +9,16 @@ the session's newest stored event: text from a later step never overtakes the ev
 A caller that passes back ``live.cursor`` as ``live_cursor`` is sent only the text it does not hold
 (``text_offset`` says where it starts), and a long-poll ends as soon as there is more. A caller that
 passes nothing gets all of it each time, and its long-poll ends when the text grows during the call.
+
+A follower can also keep one call open (:func:`stream_pages`): each change is pushed to it as a page the
+moment it is stored or streamed, instead of the follower asking again after every page. A long-poll
+leaves the events made while one page travels to the client and the next request comes back waiting for
+that round trip; over HTTP it is most of an event's delivery time once a daemon is busy.
 """
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
 
 import anyio
 
@@ -87,3 +94,47 @@ async def read_page(
             return EventPage(session_id=session_id, events=events, next_after_seq=last, live=live_info(step, cursor))
         with anyio.move_on_after(remaining):
             await changed.wait()
+
+
+SEND_TIMEOUT_S = 10.0
+"""How long one pushed page may take to be written to the caller: a follower that stops reading ends its call."""
+
+
+async def stream_pages(
+    log: EventLog,
+    session_id: str,
+    after_seq: int,
+    wait_s: float,
+    limit: int,
+    cursor: str | None,
+    send: Callable[[EventPage], Awaitable[None]],
+) -> EventPage:
+    """Follow the session for ``wait_s``: every page with something new goes to ``send`` as soon as it is there.
+
+    Each page continues from the one before (its events follow the last one sent, its live text is what the
+    caller does not hold yet, as with ``live_cursor``), so the pages sent and then the page returned are,
+    together, what a caller passing each page's cursors back to :func:`read_page` would have read, batched
+    as the changes came. The returned page is what is new since the last one sent (usually nothing), with the
+    cursors to carry on from.
+
+    Raises:
+        TimeoutError: a page could not be written within :data:`SEND_TIMEOUT_S` (the caller stopped reading).
+    """
+    deadline = anyio.current_time() + wait_s
+    if cursor is None:  # the caller holds no live text: the first page is the history and all of it
+        first = await read_page(log, session_id, after_seq, 0.0, limit, None)
+        if wait_s <= 0:
+            return first
+        if first.events or first.live is not None:
+            with anyio.fail_after(SEND_TIMEOUT_S):
+                await send(first)
+        after_seq, cursor = first.next_after_seq, first.live.cursor if first.live is not None else ""
+    while True:
+        page = await read_page(log, session_id, after_seq, max(0.0, deadline - anyio.current_time()), limit, cursor)
+        held = page.live.cursor if page.live is not None else ""
+        if anyio.current_time() >= deadline:
+            return page
+        if page.events or held != cursor:
+            with anyio.fail_after(SEND_TIMEOUT_S):
+                await send(page)
+            after_seq, cursor = page.next_after_seq, held

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import itertools
 import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -26,7 +27,7 @@ from orchestrator.events import Event
 from orchestrator.face.command_tools import add_command_tools
 from orchestrator.face.context_tools import add_context_tools
 from orchestrator.face.input import CheckedServer, check_directory
-from orchestrator.face.live import read_page
+from orchestrator.face.live import read_page, stream_pages
 from orchestrator.face.rewind_tools import add_rewind_tools
 from orchestrator.loop.approvals import PendingApproval
 from orchestrator.models import DEMO_NOTICE, DEMO_SPEC, ModelSpecError, choose_model_spec, resolve_model
@@ -265,6 +266,7 @@ def build_face(host: SessionHost) -> MCPServer:
         wait_s: float = Field(0.0, ge=0, le=MAX_WAIT_S),
         limit: int = Field(200, ge=1, le=1000),
         live_cursor: str | None = None,
+        stream: bool = False,
     ) -> EventPage:
         """Events of a session with seq > ``after_seq``, waiting up to ``wait_s`` for new ones, and the text in flight.
 
@@ -273,11 +275,21 @@ def build_face(host: SessionHost) -> MCPServer:
         until its assistant_message, the whole of it, is stored. Pass ``live.cursor`` back as ``live_cursor``
         ("" when ``live`` was null) to be sent only the new text, and to have ``wait_s`` end as soon as more
         arrives; without it ``live.text`` is all of it, and ``wait_s`` ends when it grows during the call.
+        ``stream`` (with a progress token): the call stays open for ``wait_s`` and pushes each new page as a
+        progress notification whose ``message`` is the page's JSON; the result is the page after the last one.
         """
         log = host.runtime.log
         if log.newest_held(session_id) is None:  # a session whose events this log holds exists: skip the lookup
             with _tool_errors():
                 await host.record(session_id)
+        meta = ctx.request_context.meta
+        if stream and meta is not None and meta.get("progress_token") is not None:
+            pushed = itertools.count(1)
+
+            async def push(page: EventPage) -> None:
+                await ctx.report_progress(next(pushed), None, page.model_dump_json())
+
+            return await stream_pages(log, session_id, after_seq, wait_s, limit, live_cursor, push)
         return await read_page(log, session_id, after_seq, wait_s, limit, live_cursor)
 
     @face.tool(annotations=_READ_ONLY)
