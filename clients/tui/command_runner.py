@@ -38,6 +38,10 @@ Handler = Callable[[LoomClient, str], Awaitable[None]]
 Level = Literal["info", "warning", "error"]
 
 
+class _Refused(Exception):
+    """A command that cannot run as things are (no session yet); the message says what to do."""
+
+
 class CommandRunner:
     """The app's commands, and what they need to remember from the events shown (the last and interrupted runs)."""
 
@@ -47,7 +51,6 @@ class CommandRunner:
         """(session, run) of the newest run seen, for ``/trace``."""
         self.interrupted: tuple[str, str] | None = None
         """(session, run) of a run that ended interrupted (or needs review), for ``/resume``."""
-        self._models_known = False
         self._handlers: dict[str, Handler] = {
             "compact": self._compact,
             "model": self._model,
@@ -92,7 +95,7 @@ class CommandRunner:
         return True
 
     def refresh_known(self) -> None:
-        """Fetch what the completion list offers (models once per connection, the session's skills each time)."""
+        """Fetch what the completion list offers: the models in use, the session's skills."""
         self.app.run_worker(self._refresh_known(), group="completion", exclusive=True)
 
     def notice(self, text: str, level: Level = "info") -> None:
@@ -112,7 +115,7 @@ class CommandRunner:
                 await self._skill(loom, invocation, text)
             else:
                 await handler(loom, invocation.args)
-        except FaceError as exc:
+        except (FaceError, _Refused) as exc:
             self._refuse(text, f"/{invocation.name}: {exc}")
         except TimeoutError:
             self._refuse(text, f"/{invocation.name}: the daemon did not answer in time; try again")
@@ -125,7 +128,7 @@ class CommandRunner:
 
     def _session(self) -> str:
         if self.app.session_id is None:
-            raise FaceError("there is no session yet; send a message first", "")
+            raise _Refused("there is no session yet; send a message first")
         return self.app.session_id
 
     async def _skill(self, loom: LoomClient, invocation: Invocation, text: str) -> None:
@@ -170,7 +173,7 @@ class CommandRunner:
             return
         if self.app.session_id is None:
             if args not in MODES:
-                raise FaceError(f"unknown mode {args!r}; use one of {', '.join(MODES)}", "set_mode")
+                raise _Refused(f"unknown mode {args!r}; use one of {', '.join(MODES)}")
             self.app.mode = self.app.status.mode = args
             self.notice(f"new sessions here start in mode {args}")
             return
@@ -263,10 +266,8 @@ class CommandRunner:
         known = self.prompt.known
         try:
             with anyio.fail_after(CALL_TIMEOUT_S):
-                if not self._models_known:
-                    models = await loom.list_models()
-                    known.models, known.providers = models.models, models.providers
-                    self._models_known = True
+                models = await loom.list_models()
+                known.models, known.providers = models.models, models.providers
                 if self.app.session_id is not None:
                     skills = await loom.list_skills(self.app.session_id)
                     known.skills = {s.name: s.description for s in skills.skills}
