@@ -358,12 +358,16 @@ _TOOLS: list[tuple[Callable[..., Any], ToolAnnotations]] = [
 ]
 
 
-def build_server(db_path: Path, *, read_only: bool = False) -> MCPServer:
+def build_server(
+    db_path: Path, *, read_only: bool = False, on_open: Callable[[Database | None], None] | None = None
+) -> MCPServer:
     """Build the checkpoints MCP server over the SQLite file at ``db_path``.
 
     Args:
         db_path: the database file; created (with its directory) and migrated unless ``read_only``.
         read_only: open the file read-only: reads work, every write fails with a clear error.
+        on_open: told the database when a connection's lifespan opens it, and None when it closes it (an
+            in-process client may then append through it directly: the same connection, numbering and errors).
 
     Returns:
         An MCPServer named ``"checkpoints"``. Its tools serve Loom's runtime, not a model.
@@ -376,9 +380,13 @@ def build_server(db_path: Path, *, read_only: bool = False) -> MCPServer:
         except DatabaseError as exc:
             yield {"opened": Opened(None, str(exc))}
             return
+        if on_open is not None:
+            on_open(db)
         try:
             yield {"opened": Opened(db)}
         finally:
+            if on_open is not None:
+                on_open(None)
             await db.close()
 
     server: MCPServer = MCPServer(
