@@ -23,11 +23,18 @@ def _start_time(pid: int) -> str | None:
     return fields[19]
 
 
+_THIS: tuple[int, str] | None = None
+"""This process's owner id, with the pid it was made for (a forked child makes its own)."""
+
+
 def this_process() -> str:
-    """The owner id of the current process."""
+    """The owner id of the current process (read from procfs once: every run records it, and it never changes)."""
+    global _THIS
     pid = os.getpid()
-    start = _start_time(pid)
-    return f"{pid}:{start}" if start is not None else str(pid)
+    if _THIS is None or _THIS[0] != pid:
+        start = _start_time(pid)
+        _THIS = (pid, f"{pid}:{start}" if start is not None else str(pid))
+    return _THIS[1]
 
 
 def owner_alive(owner: str) -> bool:
