@@ -2,8 +2,8 @@
 
 A step is what happens between two model calls: the scripted model plays its turn (a line of text
 and one tool call), the hub checks the arguments, the assistant message and the call's start are
-appended to the event log (an ``append_events`` call to the in-process checkpoints server, which
-writes SQLite), the tool is called in memory, and its result is appended the same way. The model
+appended to the event log (the in-process checkpoints server's database append, which writes SQLite),
+the tool is called in memory, and its result is appended the same way. The model
 is wrapped so that it stamps ``perf_counter`` whenever the loop calls it; the difference between
 consecutive stamps is one step.
 
@@ -302,9 +302,9 @@ def _breakdown(model: StampingModel, hub: TimingHub, timing: TimingStore, steps:
         "hub.dispatch (MCP call)": median(hub.dispatch_s[:steps]),
     }
     # A run appends SessionCreated, then RunStarted+UserMessage, then two batches per tool step, then
-    # the final answer and RunFinished: the per-step appends are the pairs in between. If the loop
-    # ever batches differently, leave the event log out rather than mislabel it.
-    if len(timing.append_s) == 2 * steps + 4:
+    # the final answer with RunFinished (one batch): the per-step appends are the pairs in between. If the
+    # loop ever batches differently, leave the event log out rather than mislabel it.
+    if len(timing.append_s) == 2 * steps + 3:
         step_appends = timing.append_s[2 : 2 + 2 * steps]
         per_step = [a + b for a, b in zip(step_appends[::2], step_appends[1::2], strict=True)]
         parts["event log (2 appends)"] = median(per_step)
