@@ -43,6 +43,7 @@ from benchmarks import (
     sends,
     startup,
     store,
+    tui,
 )
 from benchmarks._report import Figure, render
 
@@ -140,6 +141,7 @@ GROUPS = (
     "crowd",
     "memory",
     "attach",
+    "tui",
 )
 """The benchmark groups, in the order they run; ``--only`` picks some."""
 
@@ -173,6 +175,7 @@ def _groups(plan: Plan, tmp: Path, quick: bool) -> list[tuple[str, Callable[[], 
         ("crowd", lambda: crowd.measure(where("crowd"), quick=quick)),
         ("memory", lambda: [memory.measure(where("memory"), quick=quick)]),
         ("attach", lambda: [attach.measure(where("attach"), quick=quick)]),
+        ("tui", lambda: anyio.run(tui.measure, quick)),
     ]
     assert tuple(name for name, _ in groups) == GROUPS
     return groups

@@ -55,14 +55,17 @@ from orchestrator.protocol import Event
 
 __all__ = ["Conversation"]
 
-WINDOW = 40
-"""Blocks mounted when a session opens (or after Home / End): enough to fill a tall terminal several times."""
-CHUNK = 25
+WINDOW = 20
+"""Blocks mounted when a session opens (or after Home / End): more than a tall terminal shows (a block is at
+least two lines), and few, because a Markdown block costs tens of milliseconds to mount."""
+CHUNK = 12
 """Blocks mounted at once when the view nears an edge of the window."""
-MOST = 150
+MOST = 100
 """Past this many mounted blocks, the ones farthest from the view are dropped."""
 FLUSH_S = 0.03
-"""New blocks are mounted in one batch at most this long after their events (a page of history is one batch)."""
+"""Blocks that come less than this apart are a burst (pages of history), mounted together once it pauses."""
+FLUSH_MAX_S = 0.25
+"""A burst's blocks are mounted at the latest this long after its first one."""
 
 
 class Conversation(VerticalScroll, can_focus=True):
@@ -97,7 +100,7 @@ class Conversation(VerticalScroll, can_focus=True):
         self._queued: dict[str, UserMessageBlock] = {}
         """Queued messages: always mounted, below everything else, until their run starts."""
         self._flush_timer: Timer | None = None
-        self._last_flush = 0.0
+        self._last_add = self._burst_began = 0.0
         self._moving = False
         """A window move is waiting for its layout (scroll events meanwhile are its own)."""
 
@@ -286,10 +289,19 @@ class Conversation(VerticalScroll, can_focus=True):
     def _add(self, entry: Entry[Any]) -> None:
         self._entries.append(entry)
         now = time.monotonic()
-        if self._flush_timer is None and now - self._last_flush >= FLUSH_S:
+        quiet = now - self._last_add >= FLUSH_S
+        self._last_add = now
+        if self._flush_timer is None and quiet:
             self._flush()  # a block that comes alone (live) is mounted at once
-        elif self._flush_timer is None:  # one of a burst (a page of history): mounted with the rest
-            self._flush_timer = self.set_timer(FLUSH_S, self._flush)
+            return
+        # One of a burst (pages of history): mounted with the rest once the burst pauses, or at the latest
+        # FLUSH_MAX_S after its first block, so that only the burst's last blocks are ever mounted.
+        if self._flush_timer is not None:
+            self._flush_timer.stop()
+        else:
+            self._burst_began = now
+        wait = min(FLUSH_S, max(0.001, self._burst_began + FLUSH_MAX_S - now))  # Textual timers need > 0
+        self._flush_timer = self.set_timer(wait, self._flush)
 
     # -- the window ---------------------------------------------------------------------------------
 
@@ -298,7 +310,6 @@ class Conversation(VerticalScroll, can_focus=True):
         if self._flush_timer is not None:
             self._flush_timer.stop()
             self._flush_timer = None
-        self._last_flush = time.monotonic()
         end = len(self._entries)
         if self._hi == end or not self.is_mounted or not self._at_end:
             return  # nothing new, or the user reads older blocks: the new ones mount as they scroll to them

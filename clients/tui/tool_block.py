@@ -5,14 +5,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from rich.console import Group, RenderableType
 from rich.text import Text
 from textual import events, on
 from textual.binding import Binding
 from textual.timer import Timer
 from textual.widgets import Static
 
-from clients.tui.diff_view import FileChange, file_change, render_diff
+from clients.tui.diff_view import SHORT_LINES, FileChange, file_change, render_diff
 from clients.tui.text import short_arguments, short_result
 
 __all__ = ["ToolBlock"]
@@ -139,7 +138,7 @@ class ToolBlock(Static, can_focus=True):
     def _refresh_content(self) -> None:
         self.update(self._content())
 
-    def _content(self) -> RenderableType:
+    def _content(self) -> Text:
         change = self.change
         line = Text("⚙ ", style="bold")
         line.append(self.tool or "…", style="bold")
@@ -153,13 +152,12 @@ class ToolBlock(Static, can_focus=True):
         if self.failure:
             status += f" ({self.failure})"
         line.append(f"  [{status}]", style=_STATUS_STYLE.get(self.status, ""))
-        parts: list[RenderableType] = [line]
+        # one Text, not a Group, so that the block's text can be selected and copied
         change = change if self.status != "failed" else None
         if change is not None:
-            parts.append(render_diff(change, None if self.expanded else 8))
+            line.append("\n")
+            line.append_text(render_diff(change, None if self.expanded else SHORT_LINES))
         result = self.full_result if self.expanded else self.result
         if result and (change is None or self.status == "failed" or self.expanded):
-            parts.append(Text(result, style="red" if self.status == "failed" else "dim"))
-        if len(parts) == 1:
-            return line
-        return Group(*parts)
+            line.append("\n" + result, style="red" if self.status == "failed" else "dim")
+        return line

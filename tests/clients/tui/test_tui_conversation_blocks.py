@@ -61,3 +61,18 @@ async def test_the_full_result_is_shown_on_enter_and_hidden_again() -> None:
 
 def screen(app: ConversationApp) -> str:
     return html.unescape(app.export_screenshot())
+
+
+async def test_text_dragged_over_with_the_mouse_is_copied_with_c() -> None:
+    events: list[Event] = [user("r", "say it"), assistant("r", 0, "The quick brown fox jumps over the lazy dog.")]
+    app = ConversationApp(events)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.1)
+        (text,) = app.conversation.texts
+        await pilot.mouse_down(text, offset=(0, 0))
+        await pilot.hover(text, offset=(18, 0))
+        await pilot.mouse_up(text, offset=(18, 0))
+        await pilot.pause()
+        assert app.focused is app.conversation  # the click went to the conversation, whose keys copy
+        await pilot.press("c")
+        assert app.clipboard == "The quick brown fox"

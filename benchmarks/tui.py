@@ -1,0 +1,209 @@
+"""The TUI's conversation: a 10,000-event session opened and scrolled to its top, and a stream of deltas.
+
+Both run headless (``App.run_test``) on a bare app holding Loom's :class:`~clients.tui.conversation.
+Conversation` and its styles, fed events directly: what is measured is the rendering, not the daemon (the
+face's paging of a long history is the live and attach groups' business). Each figure is a time against its
+target, as a ratio (target 1.0), the median over repetitions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import anyio.lowlevel
+from textual.app import App, ComposeResult
+
+from benchmarks._report import Figure, fmt_time, median
+from clients.tui.assistant_text import AssistantText
+from clients.tui.conversation import Conversation
+from clients.tui.user_message import UserMessageBlock
+from orchestrator.events import AssistantMessage, TextDelta, ToolCallFinished, UserMessage
+from orchestrator.messages import Message, TextBlock, ToolUseBlock, Usage
+from orchestrator.protocol import Event
+
+OPEN_TARGET_S = 1.0
+"""The issue: a session of 10,000 events opens (and reaches its top) in under a second."""
+LAG_TARGET_S = 0.1
+"""The last delta of a 200/s stream is on screen within this."""
+PAGE = 200
+"""Events per page, as the face's read_events gives them by default."""
+POLL_S = 0.002
+"""How often the benchmark looks (``Pilot.pause`` would force a layout and a paint each time, which the app
+does not do: it paints at most 60 times a second)."""
+CSS = Path(__file__).parents[1] / "clients" / "tui" / "loom.tcss"
+SESSION = "s_bench"
+
+
+class _Bench(App[None]):
+    CSS_PATH = str(CSS)
+
+    def compose(self) -> ComposeResult:
+        yield Conversation()
+
+
+def _session(turns: int) -> list[Event]:
+    """``turns`` runs of four events: a question, a tool call, its result, and a Markdown answer."""
+    out: list[Event] = []
+    for i in range(turns):
+        run = f"r_{i}"
+        call = ToolUseBlock(id=f"c_{i}", name="fs__read", input={"path": f"notes/{i}.md"})
+        usage = Usage(input_tokens=1, output_tokens=1)
+        out.append(UserMessage(session_id=SESSION, run_id=run, text=f"question {i}"))
+        calls = Message(role="assistant", content=[call])
+        out.append(
+            AssistantMessage(
+                session_id=SESSION,
+                run_id=run,
+                step=0,
+                message=calls,
+                stop_reason="tool_use",
+                usage=usage,
+                duration_ms=1,
+            )
+        )
+        out.append(
+            ToolCallFinished(
+                session_id=SESSION,
+                run_id=run,
+                step=0,
+                call_id=call.id,
+                tool=call.name,
+                is_error=False,
+                content=f"one\ntwo\n{i}",
+                duration_ms=1,
+            )
+        )
+        answer = Message(role="assistant", content=[TextBlock(text=f"Answer **{i}**:\n\n- a point\n- another")])
+        out.append(
+            AssistantMessage(
+                session_id=SESSION,
+                run_id=run,
+                step=1,
+                message=answer,
+                stop_reason="end_turn",
+                usage=usage,
+                duration_ms=1,
+            )
+        )
+    return out
+
+
+async def _until(predicate: Callable[[], bool], poll_s: float = POLL_S, timeout_s: float = 120.0) -> None:
+    """Let the app run until ``predicate`` holds (polling, so nothing forces the app to paint meanwhile)."""
+    with anyio.fail_after(timeout_s):
+        while not predicate():  # noqa: ASYNC110 - the predicate reads widgets; there is no event to wait on
+            await anyio.sleep(poll_s)
+
+
+async def _open_once(events: list[Event]) -> tuple[float, float, int]:
+    """Seconds until the last answer is shown, then until Home shows the first question; blocks mounted."""
+    app = _Bench()
+    last = f"question {len(events) // 4 - 1}"
+    async with app.run_test(size=(160, 48)) as pilot:
+        conversation = app.query_one(Conversation)
+        begun = time.perf_counter()
+        for start in range(0, len(events), PAGE):
+            for event in events[start : start + PAGE]:
+                conversation.show(event)
+            await anyio.lowlevel.checkpoint()  # the app shows one page, then awaits the next from the daemon
+        await _until(lambda: bool(users := conversation.query(UserMessageBlock)) and users.last().text == last)
+        await pilot.pause()  # every pending message handled, then one frame laid out and painted
+        opened = time.perf_counter() - begun
+        mounted = len(conversation.children)
+        conversation.focus()
+        begun = time.perf_counter()
+        await pilot.press("home")
+        await _until(
+            lambda: conversation.scroll_y == 0 and conversation.query(UserMessageBlock).first().text == "question 0"
+        )
+        await pilot.pause()
+        home = time.perf_counter() - begun
+    return opened, home, mounted
+
+
+async def _lag_once(rate: float, seconds: float) -> tuple[float, float]:
+    """Feed ``rate`` deltas a second for ``seconds``; the lag of the last one, and the worst lag seen."""
+    app = _Bench()
+    async with app.run_test(size=(160, 48)) as pilot:
+        conversation = app.query_one(Conversation)
+        total = int(rate * seconds)
+        interval = 1 / rate
+        begun = time.perf_counter()
+        worst = 0.0
+        fed = ""
+        for i in range(total):
+            piece = f"word{i} " + ("\n\n" if i % 40 == 39 else "")
+            conversation.show(TextDelta(session_id=SESSION, run_id="r", step=0, text=piece))
+            fed += piece
+            due = begun + (i + 1) * interval
+            await anyio.sleep(max(0.0, due - time.perf_counter()))
+            text = conversation.texts[0]
+            worst = max(worst, time.perf_counter() - due) if text.source.strip() != fed.strip() else worst
+        sent = time.perf_counter()
+        text = conversation.texts[0]
+        assert isinstance(text, AssistantText)
+        await _until(lambda: text.source == fed)
+        await pilot.pause()
+        return time.perf_counter() - sent, worst
+
+
+async def measure_open(turns: int, reps: int) -> Figure:
+    """A session of ``4 * turns`` events opened (fed in face-sized pages) and scrolled to its top."""
+    events = _session(turns)
+    opens: list[float] = []
+    homes: list[float] = []
+    mounted = 0
+    for _ in range(reps):
+        opened, home, mounted = await _open_once(events)
+        opens.append(opened)
+        homes.append(home)
+    total = median([o + h for o, h in zip(opens, homes, strict=True)])
+    return Figure(
+        key="tui_open_long_session",
+        title=f"TUI: open a {len(events):,}-event session and go to its top",
+        measured=f"open {fmt_time(median(opens))} + Home {fmt_time(median(homes))} vs {fmt_time(OPEN_TARGET_S)}",
+        ratio=total / OPEN_TARGET_S,
+        target=1.0,
+        notes=[
+            f"headless App.run_test at 160x48, a bare app with the Conversation and loom.tcss; {len(events):,} "
+            f"events fed in pages of {PAGE} with one event-loop turn between pages; 'open' ends when the last "
+            "question is mounted and one more frame is painted, 'Home' when the first question is at the top",
+            f"blocks mounted after opening: {mounted} of {len(events) - turns:,} (the window, not the whole history)",
+            "the daemon's side (read_events paging 10,000 events) is not included",
+        ],
+        data={"open_s": opens, "home_s": homes, "mounted": mounted, "events": len(events)},
+    )
+
+
+async def measure_stream(rate: float, seconds: float, reps: int) -> Figure:
+    """``rate`` text deltas a second into one assistant block: the lag of the last one to reach the screen."""
+    lags: list[float] = []
+    worsts: list[float] = []
+    for _ in range(reps):
+        lag, worst = await _lag_once(rate, seconds)
+        lags.append(lag)
+        worsts.append(worst)
+    return Figure(
+        key="tui_stream_lag",
+        title=f"TUI: {rate:.0f} deltas/s rendered without falling behind",
+        measured=f"last delta shown after {fmt_time(median(lags))} vs {fmt_time(LAG_TARGET_S)}",
+        ratio=median(lags) / LAG_TARGET_S,
+        target=1.0,
+        notes=[
+            f"headless App.run_test at 160x48; {int(rate * seconds)} deltas of one word (a paragraph break every "
+            f"40) fed on a {1000 / rate:.0f} ms clock for {seconds:.0f} s into one AssistantText through "
+            "Conversation.show; lag = from feeding the last delta until the Markdown source holds all of it and "
+            "one more frame is painted",
+            f"worst lag of any delta while streaming (not yet shown when the next was due): {fmt_time(max(worsts))}",
+        ],
+        data={"lag_s": lags, "worst_s": worsts},
+    )
+
+
+async def measure(quick: bool) -> list[Figure]:
+    """Both figures (``quick``: fewer repetitions and a shorter stream)."""
+    reps = 1 if quick else 3
+    return [await measure_open(2500, reps), await measure_stream(200, 2 if quick else 5, reps)]
