@@ -10,8 +10,9 @@ dependency and a download per model for a decision that only needs to be roughly
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 
@@ -49,13 +50,27 @@ def estimate_messages(messages: Iterable[Message]) -> int:
     return sum(estimate_message(m) for m in messages)
 
 
+_SCHEMA_TOKENS: OrderedDict[int, tuple[dict[str, Any], int]] = OrderedDict()
+"""Estimated tokens of input schemas by the schema object (held, so its id is not reused while its entry lives):
+every session's tools are listed over the same schema objects, and serialising them to count is the cost."""
+_SCHEMAS = 1024
+
+
+def _schema_tokens(schema: dict[str, Any]) -> int:
+    found = _SCHEMA_TOKENS.get(id(schema))
+    if found is not None and found[0] is schema:
+        return found[1]
+    tokens = estimate_text(json.dumps(schema, ensure_ascii=False))
+    _SCHEMA_TOKENS[id(schema)] = (schema, tokens)
+    if len(_SCHEMA_TOKENS) > _SCHEMAS:
+        _SCHEMA_TOKENS.popitem(last=False)
+    return tokens
+
+
 def estimate_tools(tools: Sequence[ToolSpec]) -> int:
-    """Estimated tokens of the tool definitions sent with every request."""
+    """Estimated tokens of the tool definitions sent with every request (schemas are never changed in place)."""
     return sum(
-        BLOCK_OVERHEAD
-        + estimate_text(t.name)
-        + estimate_text(t.description)
-        + estimate_text(json.dumps(t.input_schema, ensure_ascii=False))
+        BLOCK_OVERHEAD + estimate_text(t.name) + estimate_text(t.description) + _schema_tokens(t.input_schema)
         for t in tools
     )
 

@@ -34,7 +34,7 @@ class ContextMeter:
         self._covered = 0
         self._counted: tuple[Message | None, int, int] = (None, 0, 0)
         """(last message counted, how many, their estimate): the running total of the history's estimate."""
-        self._fixed: tuple[str, Sequence[ToolSpec], int] | None = None
+        self._fixed: tuple[str, list[ToolSpec], int] | None = None
         """(system prompt, tools, their estimate), reused while the loop passes the same objects."""
 
     def reset(self, model: str | None = None, profile: ModelProfile | None = None) -> None:
@@ -53,8 +53,10 @@ class ContextMeter:
             count, total = 0, 0
         total += estimate_messages(history[count:])
         self._counted = (history[-1] if history else None, len(history), total)
-        if self._fixed is None or self._fixed[0] is not system or self._fixed[1] is not tools:
-            self._fixed = (system, tools, estimate_overhead(system, tools))
+        # By value: each run lists its tools afresh (equal specs over the same schema objects, cheap to compare),
+        # and serialising every schema again to count it was most of this estimate.
+        if self._fixed is None or self._fixed[0] != system or self._fixed[1] != list(tools):
+            self._fixed = (system, list(tools), estimate_overhead(system, tools))
         return self._fixed[2] + total
 
     def used(self, system: str, history: Sequence[Message], tools: Sequence[ToolSpec] = ()) -> int:
