@@ -107,6 +107,7 @@ def _append(path: Path, text: str, max_bytes: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     # Created 0600: messages can hold anything a user pasted. O_APPEND keeps two TUIs' lines whole.
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.fchmod(fd, 0o600)  # a file made before (or by hand) with wider permissions is made private too
     with os.fdopen(fd, "a", encoding="utf-8") as out:
         out.write(json.dumps(text, ensure_ascii=False) + "\n")
         size = out.tell()

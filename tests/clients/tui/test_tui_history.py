@@ -43,3 +43,11 @@ def test_walking_back_and_forth_keeps_the_draft_and_stops_at_the_ends() -> None:
     assert kept.entries == ["a", "b"]  # the same text twice in a row is kept once
     assert kept.older("draft") == "b" and kept.older("ignored") == "a" and kept.older("x") is None
     assert kept.newer() == "b" and kept.newer() == "draft" and kept.newer() is None
+
+
+async def test_a_history_file_readable_by_others_is_made_private(tmp_path: Path) -> None:
+    path = tmp_path / "h.jsonl"
+    path.write_text('"old"\n')
+    path.chmod(0o644)
+    await PromptHistory(path).save("new")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
