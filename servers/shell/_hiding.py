@@ -173,4 +173,9 @@ def _outermost(paths: Sequence[Path]) -> list[Path]:
 
 
 def _inside(path: Path, directory: Path) -> bool:
-    return path == directory or path.is_relative_to(directory)
+    # What ``path.is_relative_to(directory)`` says of the absolute, normalised paths used here, by string prefix:
+    # pathlib's version parses both paths again on every call, and this runs hundreds of times per server built.
+    if path == directory:
+        return True
+    prefix = str(directory)
+    return str(path).startswith(prefix if prefix.endswith("/") else prefix + "/")
