@@ -13,9 +13,13 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Input, Static
 
+from clients.tui.diff_view import file_change, render_diff
 from clients.tui.text import short_arguments
 
 __all__ = ["ApprovalCard"]
+
+CARD_DIFF_LINES = 16
+"""Diff lines a card shows (the tool block above it has the whole diff, Enter on it)."""
 
 _DECIDED = {"approve_once": "approved once", "approve_session": "approved for the session", "deny": "denied"}
 
@@ -115,9 +119,14 @@ class ApprovalCard(Widget, can_focus=True):
 
     def _content(self) -> Text:
         title = "Review: run again?" if self.kind == "review" else "Approve?"
+        change = file_change(self.tool, self.arguments, None)
         body = Text(f"{title} ", style="bold")
         body.append(self.tool, style="bold")
-        body.append(" " + short_arguments(self.arguments, 120), style="dim")
+        # a file change is shown as its diff, so that what is approved is what is seen
+        body.append(" " + (change.path if change else short_arguments(self.arguments, 120)), style="dim")
+        if change is not None and self.decision is None:
+            body.append("\n")
+            body.append_text(render_diff(change, CARD_DIFF_LINES))
         body.append("\n" + self.reason, style="italic")
         if self.decision is not None:
             by = f" by {self.decided_by}" if self.decided_by else ""

@@ -315,7 +315,7 @@ class Conversation(VerticalScroll, can_focus=True):
             return  # nothing new, or the user reads older blocks: the new ones mount as they scroll to them
         following = self._following or self._lo == self._hi
         if not following:  # scrolled up in a window that reaches the end: what comes goes below, off screen
-            self._mount_bottom(min(end, self._lo + MOST))
+            self._mount_bottom(max(self._hi, min(end, self._lo + MOST)))
         elif end - self._hi > WINDOW:  # a page of history, or a burst: only its last blocks are shown
             self._set_window(max(0, end - WINDOW), end)
         else:

@@ -153,7 +153,8 @@ class ToolBlock(Static, can_focus=True):
             status += f" ({self.failure})"
         line.append(f"  [{status}]", style=_STATUS_STYLE.get(self.status, ""))
         # one Text, not a Group, so that the block's text can be selected and copied
-        change = change if self.status != "failed" else None
+        # a failed change did not happen, and one awaiting approval has its diff on the card below
+        change = change if self.status not in ("failed", "awaiting approval") else None
         if change is not None:
             line.append("\n")
             line.append_text(render_diff(change, None if self.expanded else SHORT_LINES))
