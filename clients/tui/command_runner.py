@@ -20,7 +20,7 @@ from clients.tui.connection import DECIDED_BY
 from clients.tui.help import help_text
 from clients.tui.prompt import Prompt
 from clients.tui.sessions_panel import SessionsPanel
-from orchestrator.events import Event, Notice, RunFinished, RunResumed, RunStarted
+from orchestrator.events import Event, ModeChanged, Notice, RunFinished, RunResumed, RunStarted
 from orchestrator.protocol import CompactionInfo
 
 if TYPE_CHECKING:
@@ -69,13 +69,16 @@ class CommandRunner:
     # -- what the app calls -------------------------------------------------------------------------
 
     def observe(self, event: Event) -> None:
-        """Note the runs ``event`` tells of (called for every event shown)."""
+        """Note the runs ``event`` tells of, and show a mode change (called for every event shown)."""
         if isinstance(event, RunStarted):
             self.last_run = (event.session_id, event.run_id)
         elif isinstance(event, RunFinished) and event.status in ("interrupted", "needs_review"):
             self.interrupted = (event.session_id, event.run_id)
         elif isinstance(event, RunFinished | RunResumed) and self.interrupted == (event.session_id, event.run_id):
             self.interrupted = None
+        elif isinstance(event, ModeChanged):  # whoever changed it: every client watching says so
+            by = f" by {event.changed_by}" if event.changed_by else ""
+            self.notice(f"mode: {event.previous} → {event.mode}{by} (from the next tool call)")
 
     def run(self, text: str) -> bool:
         """Carry out ``text`` if it is a command (True); False when it is a message to send."""
@@ -180,9 +183,7 @@ class CommandRunner:
         with anyio.fail_after(CALL_TIMEOUT_S):
             info = await loom.set_mode(self._session(), args, changed_by=DECIDED_BY)
         self.app.status.mode = info.mode
-        if info.changed:
-            self.notice(f"mode: {info.previous} → {info.mode} (from the next tool call)")
-        else:
+        if not info.changed:  # a change is shown from its mode_changed event, as in every other client's view
             self.notice(f"mode is already {info.mode}")
 
     async def _rewind(self, loom: LoomClient, args: str) -> None:

@@ -85,13 +85,14 @@ def test_compact_preview_then_compact_then_model_and_mode(tmp_path: Path) -> Non
             assert starts[-1].model == f"scripted:{second}"
 
             await type_message(pilot, "/mode plan")
-            await until(pilot, lambda: has_notice(app, "mode: ask → plan"), "the mode notice")
+            await until(pilot, lambda: has_notice(app, "mode: ask → plan by tui"), "the mode notice")
             assert app.status.mode == "plan"
             await type_message(pilot, "/mode sideways")
             await until(pilot, lambda: has_notice(app, "unknown mode 'sideways'"), "the refusal")
             async with connect(home) as session:  # another client changes it: the status line follows
                 await LoomClient(session, on_daemon=True).set_mode(sid, "accept-edits", changed_by="cli")
             await until(pilot, lambda: app.status.mode == "accept-edits", "the status line to follow")
+            assert has_notice(app, "mode: plan → accept-edits by cli")
         async with connect(home) as session:
             info = await LoomClient(session, on_daemon=True).get_session(sid)
         assert info.mode == "accept-edits"
