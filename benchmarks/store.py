@@ -249,7 +249,8 @@ def tally(calls: Sequence[Call], history: Sequence[Event]) -> Tally:
     for call in calls:
         t.max_commits_per_call = max(t.max_commits_per_call, call.commits)
         # A run reads its context from the store once, before its first step: a per-run cost like run_started.
-        if call.kinds & run_kinds or call.method == "read_context_events":
+        # The final answer is stored in one batch with run_finished: that call is the last model call's.
+        if (call.kinds & run_kinds and "assistant_message" not in call.kinds) or call.method == "read_context_events":
             t.run_trips += 1
             t.run_commits += call.commits
             continue
@@ -343,7 +344,8 @@ async def measure(home: Path, repetitions: int, steps: int) -> list[Figure]:
         f"real loop run, CheckpointStore + in-process checkpoints server; {repetitions} × 2 runs of {steps} model"
         f" calls making 1 or 3 parallel bench__ping calls each, plus a final answer; counts identical in every run",
         f"per run on top: {one.run_trips} store calls, {one.run_commits} transactions (run_started + user message,"
-        " the read of the context the run starts from, run_finished); not charged to steps",
+        " the read of the context the run starts from; run_finished rides with the final answer); not charged"
+        " to steps",
     ]
     trips_figure = Figure(
         key="store_trips_per_model_call",
