@@ -124,30 +124,43 @@ async def _open_once(events: list[Event]) -> tuple[float, float, int]:
     return opened, home, mounted
 
 
-async def _lag_once(rate: float, seconds: float) -> tuple[float, float]:
-    """Feed ``rate`` deltas a second for ``seconds``; the lag of the last one, and the worst lag seen."""
+async def _lag_once(rate: float, seconds: float) -> tuple[float, list[float]]:
+    """Feed ``rate`` deltas a second for ``seconds``: the last one's lag, and every delta's lag to the screen.
+
+    A delta is on screen once the text's last rendering (made when Textual lays out and paints a frame) holds
+    it; that is looked at every tick of the feeding clock, so a lag is known to within one tick.
+    """
     app = _Bench()
     async with app.run_test(size=(160, 48)) as pilot:
         conversation = app.query_one(Conversation)
         total = int(rate * seconds)
         interval = 1 / rate
+        fed: list[tuple[float, int]] = []
+        """(when, length of the text with it) for each delta not yet seen on screen"""
+        lags: list[float] = []
+        length = 0
+        text: AssistantText | None = None
+
+        def look() -> bool:
+            """Record the lag of the deltas now on screen; whether all are."""
+            shown = len(text.rendered_source) if text is not None else 0
+            now = time.perf_counter()
+            while fed and fed[0][1] <= shown:
+                lags.append(now - fed.pop(0)[0])
+            return not fed
+
         begun = time.perf_counter()
-        worst = 0.0
-        fed = ""
         for i in range(total):
             piece = f"word{i} " + ("\n\n" if i % 40 == 39 else "")
             conversation.show(TextDelta(session_id=SESSION, run_id="r", step=0, text=piece))
-            fed += piece
-            due = begun + (i + 1) * interval
-            await anyio.sleep(max(0.0, due - time.perf_counter()))
-            text = conversation.texts[0]
-            worst = max(worst, time.perf_counter() - due) if text.source.strip() != fed.strip() else worst
-        sent = time.perf_counter()
-        text = conversation.texts[0]
-        assert isinstance(text, AssistantText)
-        await _until(lambda: text.source == fed)
+            length += len(piece)
+            fed.append((time.perf_counter(), length))
+            text = text or conversation.texts[0]
+            await anyio.sleep(max(0.0, begun + (i + 1) * interval - time.perf_counter()))
+            look()
+        await _until(look)
         await pilot.pause()
-        return time.perf_counter() - sent, worst
+    return lags[-1], lags
 
 
 async def measure_open(turns: int, reps: int) -> Figure:
@@ -180,26 +193,29 @@ async def measure_open(turns: int, reps: int) -> Figure:
 
 async def measure_stream(rate: float, seconds: float, reps: int) -> Figure:
     """``rate`` text deltas a second into one assistant block: the lag of the last one to reach the screen."""
-    lags: list[float] = []
-    worsts: list[float] = []
+    lasts: list[float] = []
+    every: list[float] = []
     for _ in range(reps):
-        lag, worst = await _lag_once(rate, seconds)
-        lags.append(lag)
-        worsts.append(worst)
+        last, lags = await _lag_once(rate, seconds)
+        lasts.append(last)
+        every.extend(lags)
+    every.sort()
+    p99 = every[min(len(every) - 1, int(len(every) * 0.99))]
     return Figure(
         key="tui_stream_lag",
         title=f"TUI: {rate:.0f} deltas/s rendered without falling behind",
-        measured=f"last delta shown after {fmt_time(median(lags))} vs {fmt_time(LAG_TARGET_S)}",
-        ratio=median(lags) / LAG_TARGET_S,
+        measured=f"last delta on screen after {fmt_time(median(lasts))} vs {fmt_time(LAG_TARGET_S)}",
+        ratio=median(lasts) / LAG_TARGET_S,
         target=1.0,
         notes=[
             f"headless App.run_test at 160x48; {int(rate * seconds)} deltas of one word (a paragraph break every "
             f"40) fed on a {1000 / rate:.0f} ms clock for {seconds:.0f} s into one AssistantText through "
-            "Conversation.show; lag = from feeding the last delta until the Markdown source holds all of it and "
-            "one more frame is painted",
-            f"worst lag of any delta while streaming (not yet shown when the next was due): {fmt_time(max(worsts))}",
+            "Conversation.show; a delta is on screen when the text's last rendering for a frame holds it, looked "
+            "at on every tick of the clock; the figure is the last delta's lag (median over repetitions)",
+            f"every delta's lag: median {fmt_time(median(every))}, p99 {fmt_time(p99)}, worst {fmt_time(every[-1])}"
+            " (the text grows to ~8 KB and is rendered whole for each frame)",
         ],
-        data={"lag_s": lags, "worst_s": worsts},
+        data={"last_lag_s": lasts, "median_lag_s": median(every), "p99_lag_s": p99, "worst_lag_s": every[-1]},
     )
 
 

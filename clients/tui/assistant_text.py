@@ -60,6 +60,11 @@ class AssistantText(Widget):
         """The Markdown source shown (kept for callers of the streaming widget this replaced)."""
         return self._source
 
+    @property
+    def rendered_source(self) -> str:
+        """The source as last rendered for the screen (behind :attr:`source` until the next frame)."""
+        return self._rendered[0] if self._rendered is not None else ""
+
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         """As many lines as the Markdown takes at ``width``."""
         return len(self._lines(width).plain.split("\n")) if self._source else 0

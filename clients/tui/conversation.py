@@ -291,17 +291,26 @@ class Conversation(VerticalScroll, can_focus=True):
         now = time.monotonic()
         quiet = now - self._last_add >= FLUSH_S
         self._last_add = now
-        if self._flush_timer is None and quiet:
-            self._flush()  # a block that comes alone (live) is mounted at once
-            return
-        # One of a burst (pages of history): mounted with the rest once the burst pauses, or at the latest
-        # FLUSH_MAX_S after its first block, so that only the burst's last blocks are ever mounted.
         if self._flush_timer is not None:
-            self._flush_timer.stop()
+            return  # one more of a burst: the burst's timer mounts it with the rest
+        if quiet:
+            self._flush()  # a block that comes alone (live) is mounted at once
         else:
             self._burst_began = now
-        wait = min(FLUSH_S, max(0.001, self._burst_began + FLUSH_MAX_S - now))  # Textual timers need > 0
-        self._flush_timer = self.set_timer(wait, self._flush)
+            self._flush_timer = self.set_timer(FLUSH_S, self._burst_paused)
+
+    def _burst_paused(self) -> None:
+        """Mount a burst's blocks (pages of history) once it pauses, or FLUSH_MAX_S after its first block.
+
+        One timer per burst, not per block: a Textual timer costs more to make than a block's record.
+        """
+        self._flush_timer = None
+        now = time.monotonic()
+        if now - self._last_add < FLUSH_S and now - self._burst_began < FLUSH_MAX_S:
+            wait = max(0.001, FLUSH_S - (now - self._last_add))  # Textual timers need a delay above 0
+            self._flush_timer = self.set_timer(wait, self._burst_paused)
+            return
+        self._flush()
 
     # -- the window ---------------------------------------------------------------------------------
 
