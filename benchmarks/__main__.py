@@ -175,7 +175,7 @@ def _groups(plan: Plan, tmp: Path, quick: bool) -> list[tuple[str, Callable[[], 
         ("crowd", lambda: crowd.measure(where("crowd"), quick=quick)),
         ("memory", lambda: [memory.measure(where("memory"), quick=quick)]),
         ("attach", lambda: [attach.measure(where("attach"), quick=quick)]),
-        ("tui", lambda: anyio.run(tui.measure, quick)),
+        ("tui", lambda: anyio.run(tui.measure, where("tui"), quick)),
     ]
     assert tuple(name for name, _ in groups) == GROUPS
     return groups

@@ -64,7 +64,9 @@ MOST = 100
 """Past this many mounted blocks, the ones farthest from the view are dropped."""
 FLUSH_S = 0.03
 """Blocks that come less than this apart are a burst (pages of history), mounted together once it pauses."""
-FLUSH_MAX_S = 0.25
+HISTORY_QUIET_S = 0.15
+"""A burst of at least a window's worth of blocks is history: it counts as paused after this long."""
+FLUSH_MAX_S = 1.0
 """A burst's blocks are mounted at the latest this long after its first one."""
 
 
@@ -115,6 +117,11 @@ class Conversation(VerticalScroll, can_focus=True):
     def block_count(self) -> int:
         """How many blocks the session has (mounted or not)."""
         return len(self._entries)
+
+    @property
+    def batching(self) -> bool:
+        """Blocks are waiting to be mounted with the rest of their burst."""
+        return self._flush_timer is not None
 
     @property
     def window(self) -> tuple[int, int]:
@@ -306,8 +313,11 @@ class Conversation(VerticalScroll, can_focus=True):
         """
         self._flush_timer = None
         now = time.monotonic()
-        if now - self._last_add < FLUSH_S and now - self._burst_began < FLUSH_MAX_S:
-            wait = max(0.001, FLUSH_S - (now - self._last_add))  # Textual timers need a delay above 0
+        # Many blocks waiting are history coming page after page: a page's round trip is a pause too short to
+        # mount a window that the next page replaces (mounting one costs more than reading a page).
+        quiet = HISTORY_QUIET_S if len(self._entries) - self._hi >= WINDOW else FLUSH_S
+        if now - self._last_add < quiet and now - self._burst_began < FLUSH_MAX_S:
+            wait = max(0.001, quiet - (now - self._last_add))  # Textual timers need a delay above 0
             self._flush_timer = self.set_timer(wait, self._burst_paused)
             return
         self._flush()

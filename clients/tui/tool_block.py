@@ -45,7 +45,8 @@ class ToolBlock(Static, can_focus=True):
     ]
 
     def __init__(self, *, call_id: str, name: str, arguments: dict[str, Any] | str, status: str = "waiting") -> None:
-        super().__init__(classes="-" + status.replace(" ", "-"))
+        self._status_class = "-" + status.replace(" ", "-")
+        super().__init__(classes=self._status_class)
         self.call_id = call_id
         self.tool = name
         self.arguments: dict[str, Any] | str = arguments
@@ -65,6 +66,7 @@ class ToolBlock(Static, can_focus=True):
 
     @on(events.Mount)
     def _mounted(self) -> None:
+        self._show_status_class()
         if self.status == "running" and self._ticker is None:
             self._ticker = self.set_interval(1.0, self._refresh_content)
 
@@ -131,9 +133,16 @@ class ToolBlock(Static, can_focus=True):
         self.action_expand()
 
     def _set_status(self, status: str) -> None:
-        self.remove_class("-" + self.status.replace(" ", "-"))
         self.status = status
-        self.add_class("-" + status.replace(" ", "-"))
+        if self.is_mounted:  # a block built from history gets its class once, when mounted (a class costs ~1 ms)
+            self._show_status_class()
+
+    def _show_status_class(self) -> None:
+        wanted = "-" + self.status.replace(" ", "-")
+        if wanted != self._status_class:
+            self.remove_class(self._status_class)
+            self.add_class(wanted)
+            self._status_class = wanted
 
     def _refresh_content(self) -> None:
         self.update(self._content())

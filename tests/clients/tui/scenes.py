@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import anyio
 from textual.app import App, ComposeResult
+from textual.pilot import Pilot
 
 from clients.tui.conversation import Conversation
 from orchestrator.events import (
@@ -96,6 +99,16 @@ def long_session(turns: int) -> Iterator[Event]:
         yield assistant(run, 0, "", call)
         yield finished(run, 0, call, f"line one of {i}\nline two of {i}")
         yield assistant(run, 1, f"Answer **{i}**: the notes say {i}.")
+
+
+async def settle(pilot: Pilot[Any]) -> None:
+    """Until the conversation's blocks are mounted, laid out and painted (bounded)."""
+    conversation = pilot.app.query_one(Conversation)
+    with anyio.fail_after(10):
+        while conversation.batching:
+            await pilot.pause(0.02)
+    await pilot.pause()
+    await pilot.pause()
 
 
 class ConversationApp(App[None]):

@@ -9,7 +9,7 @@ import pytest
 from clients.tui.diff_view import diff_lines, file_change
 from orchestrator.messages import ToolUseBlock
 from orchestrator.protocol import Event
-from tests.clients.tui.scenes import ConversationApp, assistant, finished, started, user
+from tests.clients.tui.scenes import ConversationApp, assistant, finished, settle, started, user
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -42,7 +42,7 @@ async def test_the_full_result_is_shown_on_enter_and_hidden_again() -> None:
     ]
     app = ConversationApp(list(events))
     async with app.run_test(size=(80, 40)) as pilot:
-        await pilot.pause(0.1)
+        await settle(pilot)
         block = app.conversation.tool("c_1")
         assert block is not None
         short = block.size.height
@@ -67,7 +67,7 @@ async def test_text_dragged_over_with_the_mouse_is_copied_with_c() -> None:
     events: list[Event] = [user("r", "say it"), assistant("r", 0, "The quick brown fox jumps over the lazy dog.")]
     app = ConversationApp(events)
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause(0.1)
+        await settle(pilot)
         (text,) = app.conversation.texts
         await pilot.mouse_down(text, offset=(0, 0))
         await pilot.hover(text, offset=(18, 0))

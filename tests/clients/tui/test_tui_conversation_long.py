@@ -6,21 +6,15 @@ import time
 
 import anyio
 import pytest
-from textual.pilot import Pilot
 
 from clients.tui.assistant_text import AssistantText
 from clients.tui.conversation import MOST, WINDOW, Conversation
 from clients.tui.user_message import UserMessageBlock
-from tests.clients.tui.scenes import ConversationApp, long_session, user
+from tests.clients.tui.scenes import ConversationApp, long_session, settle, user
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(120)]
 
 TURNS = 2500  # 10,000 events
-
-
-async def settle(pilot: Pilot[None]) -> None:
-    await pilot.pause(0.1)
-    await pilot.pause()
 
 
 def shown_questions(conversation: Conversation) -> list[int]:

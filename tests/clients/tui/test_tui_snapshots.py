@@ -27,6 +27,7 @@ from tests.clients.tui.scenes import (
     approval,
     assistant,
     finished,
+    settle,
     started,
     user,
 )
@@ -101,8 +102,8 @@ def test_a_diff_in_the_light_theme(snap_compare: SnapCompare) -> None:
 
 
 async def _settled(pilot: Pilot[Any]) -> None:
-    await pilot.pause(0.2)
-    await pilot.pause()
+    await settle(pilot)
+    await pilot.pause(0.1)  # the app's own first refreshes (the status line, the footer) come after
 
 
 def _session(n: int, status: str, ratio: float | None, title: str = "") -> SessionInfo:
