@@ -1,9 +1,10 @@
 """The TUI's conversation: a 10,000-event session opened and scrolled to its top, and a stream of deltas.
 
-Both run headless (``App.run_test``) on a bare app holding Loom's :class:`~clients.tui.conversation.
-Conversation` and its styles, fed events directly: what is measured is the rendering, not the daemon (the
-face's paging of a long history is the live and attach groups' business). Each figure is a time against its
-target, as a ratio (target 1.0), the median over repetitions.
+The first two run headless (``App.run_test``) on a bare app holding Loom's :class:`~clients.tui.conversation.
+Conversation` and its styles, fed events directly: what is measured is the rendering, not the daemon. The
+third is the real ``LoomApp`` on a 10,000-event session stored in a real ``loom serve``: the rendering plus
+the face's paging of the history. Each figure is a time against its target, as a ratio (target 1.0), the
+median over repetitions.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ LAG_TARGET_S = 0.1
 """The last delta of a 200/s stream is on screen within this."""
 PAGE = 200
 """Events per page, as the face's read_events gives them by default."""
+PAGE_UPS = 30
+"""Page Up presses timed between opening and Home."""
 POLL_S = 0.002
 """How often the benchmark looks (``Pilot.pause`` would force a layout and a paint each time, which the app
 does not do: it paints at most 60 times a second)."""
@@ -110,8 +113,11 @@ async def _until(predicate: Callable[[], bool], poll_s: float = POLL_S, timeout_
             await anyio.sleep(poll_s)
 
 
-async def _open_once(events: list[Event]) -> tuple[float, float, int]:
-    """Seconds until the last answer is shown, then until Home shows the first question; blocks mounted."""
+async def _open_once(events: list[Event], pages: list[float]) -> tuple[float, float, int]:
+    """Seconds until the last answer is shown, then until Home shows the first question; blocks mounted.
+
+    In between, ``PAGE_UPS`` Page Up presses, each one's time appended to ``pages``.
+    """
     app = _Bench()
     last = f"question {len(events) // 4 - 1}"
     async with app.run_test(size=(160, 48)) as pilot:
@@ -126,6 +132,10 @@ async def _open_once(events: list[Event]) -> tuple[float, float, int]:
         opened = time.perf_counter() - begun
         mounted = len(conversation.children)
         conversation.focus()
+        for _ in range(PAGE_UPS):  # scrolling up page by page, older blocks mounted as they are reached
+            begun = time.perf_counter()
+            await pilot.press("pageup")  # the key handled, every message it caused handled, a frame painted
+            pages.append(time.perf_counter() - begun)
         begun = time.perf_counter()
         await pilot.press("home")
         await _until(
@@ -180,9 +190,10 @@ async def measure_open(turns: int, reps: int) -> Figure:
     events = _session(turns)
     opens: list[float] = []
     homes: list[float] = []
+    pages: list[float] = []
     mounted = 0
     for _ in range(reps):
-        opened, home, mounted = await _open_once(events)
+        opened, home, mounted = await _open_once(events, pages)
         opens.append(opened)
         homes.append(home)
     total = median([o + h for o, h in zip(opens, homes, strict=True)])
@@ -197,9 +208,11 @@ async def measure_open(turns: int, reps: int) -> Figure:
             f"events fed in pages of {PAGE} with one event-loop turn between pages; 'open' ends when the last "
             "question is mounted and one more frame is painted, 'Home' when the first question is at the top",
             f"blocks mounted after opening: {mounted} of {len(events) - turns:,} (the window, not the whole history)",
+            f"then {PAGE_UPS} Page Up presses (mounting older blocks as they come near): median "
+            f"{fmt_time(median(pages))}, worst {fmt_time(max(pages))} from the key to its frame painted",
             "the daemon's side (read_events paging 10,000 events) is not included",
         ],
-        data={"open_s": opens, "home_s": homes, "mounted": mounted, "events": len(events)},
+        data={"open_s": opens, "home_s": homes, "page_up_s": pages, "mounted": mounted, "events": len(events)},
     )
 
 
@@ -229,16 +242,6 @@ async def measure_stream(rate: float, seconds: float, reps: int) -> Figure:
         ],
         data={"last_lag_s": lasts, "median_lag_s": median(every), "p99_lag_s": p99, "worst_lag_s": every[-1]},
     )
-
-
-async def measure(base: Path, quick: bool) -> list[Figure]:
-    """The three figures (``quick``: fewer repetitions and a shorter stream)."""
-    reps = 1 if quick else 3
-    return [
-        await measure_open(2500, reps),
-        await measure_stream(200, 2 if quick else 5, reps),
-        await measure_daemon_open(base, 10_000, reps),
-    ]
 
 
 def _stored_turns(session_id: str, turns: int) -> list[list[Event]]:
@@ -332,3 +335,13 @@ async def measure_daemon_open(base: Path, events: int, reps: int) -> Figure:
         ],
         data={"open_s": opens, "events": stored},
     )
+
+
+async def measure(base: Path, quick: bool) -> list[Figure]:
+    """The three figures (``quick``: fewer repetitions and a shorter stream)."""
+    reps = 1 if quick else 3
+    return [
+        await measure_open(2500, reps),
+        await measure_stream(200, 2 if quick else 5, reps),
+        await measure_daemon_open(base, 10_000, reps),
+    ]
