@@ -1,18 +1,20 @@
 """Many sessions at once: N scripted sessions over HTTP on a real daemon, each followed live by its client.
 
 The daemon is a ``loom serve`` subprocess with its own ``LOOM_HOME``; the clients all live in this process
-(so the daemon and its clients have a core each), one MCP client over streamable HTTP per session, all on
-one keep-alive connection pool. Each client creates its session (``create_session``, at most
-:data:`CREATE_AT_ONCE` at a time), reads its events once to learn its cursor, and waits until every client
-is ready. Then each starts its run (``send_message``, ``wait_s=0``) and long-polls ``read_events`` from its
-cursor until the run's ``run_finished`` arrives.
+(so the daemon and its clients have a core each), one MCP client over streamable HTTP per session, each on
+its own keep-alive HTTP client (as separate agents are). Each client creates its session
+(``create_session``, at most :data:`CREATE_AT_ONCE` at a time), reads its events once to learn its cursor,
+and waits until every client is ready. Then each opens one ``read_events(stream=True)`` call from its
+cursor, which the daemon pushes every new page into (see :func:`orchestrator.face.live.stream_pages`), and
+starts its run (``send_message``, ``wait_s=0``): it is following before it sends, as a TUI is. The call is
+cancelled once the run's ``run_finished`` arrives (it is opened again should ``wait_s`` end first).
 
 The run is :data:`TURNS`: two steps that list the session's directory through ``fs__list`` and a final
 answer, each model call taking :data:`THINK_S` (a fast model's time to first token), so the events of a run
 are spread over at least 150 ms rather than written in one burst.
 
 Reported per N: whether every run finished within the cap, and the 99th percentile of **event delivery
-latency**: the moment a follower's ``read_events`` returned the event (this process's wall clock) minus the
+latency**: the moment a follower received the page holding the event (this process's wall clock) minus the
 event's ``ts`` (the daemon's wall clock when the runtime made the event, just before it stored it; one
 machine, one clock). Then **linearity**: the runs' wall time per session at the largest N against the
 smallest (from the first ``send_message`` to the last ``run_finished``). Each N is capped in time; a cap
@@ -30,6 +32,7 @@ from typing import Any
 import anyio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult
 
 from benchmarks._procs import (
     CALL_TIMEOUT_S,
@@ -72,14 +75,21 @@ class _Round:
 
 
 async def _follow(
-    daemon: Daemon, http: Any, cwd: Path, model: str, state: _Round, gates: tuple[anyio.Semaphore, anyio.Event]
+    daemon: Daemon, cwd: Path, model: str, state: _Round, gates: tuple[anyio.Semaphore, anyio.Event]
 ) -> None:
     creating, go = gates
-    transport = streamable_http_client(daemon.url, http_client=http)
-    async with Client(transport, mode=MODE, read_timeout_seconds=CALL_TIMEOUT_S) as client:
+    # Its own HTTP client, as a separate agent has: one pool shared by N clients, each holding two open requests,
+    # made every request scan the whole pool (at N=200, 7 s of this process's CPU in the runs' window).
+    async with (
+        http_client(daemon.token) as http,
+        Client(
+            streamable_http_client(daemon.url, http_client=http), mode=MODE, read_timeout_seconds=CALL_TIMEOUT_S
+        ) as client,
+    ):
         async with creating:
             session_id = await delegate(client, cwd, model)
             page = await _read(client, session_id, 0, 0.0)
+            await _compile_validator(client, session_id)
         follower = _Follower(state, session_id, int(page["next_after_seq"]))
         state.created += 1
         if state.created == state.sessions:
@@ -134,6 +144,16 @@ class _Follower:
                 self.finished.set()
 
 
+async def _compile_validator(client: Client, session_id: str) -> None:
+    """Have the SDK client build its validator of ``send_message``'s results now, not in the runs' window.
+
+    It is built on a client's first result of each tool (about 20 ms here), which N clients in this one process
+    would otherwise all do at the moment the runs start, delaying every follower in the process.
+    """
+    run = {"run_id": "r", "session_id": session_id, "status": "queued", "reason": "", "final_text": ""}
+    await client.session.validate_tool_result("send_message", CallToolResult(content=[], structured_content=run))
+
+
 async def _read(client: Client, session_id: str, after_seq: int, wait_s: float) -> dict[str, Any]:
     args = {"session_id": session_id, "after_seq": after_seq, "wait_s": wait_s, "limit": 1000}
     return structured(await client.call_tool("read_events", args), "read_events")
@@ -145,15 +165,15 @@ async def _round(base: Path, sessions: int, cap_s: float) -> _Round:
     cwd.mkdir(parents=True)
     (cwd / "README.md").write_text("A small directory to list.\n", encoding="utf-8")
     model = write_script(base / "script.json", TURNS)
-    async with loom_serve(base / "home", base / "daemon") as daemon, http_client(daemon.token) as http:
-        await _warm_up(daemon, http, cwd)
+    async with loom_serve(base / "home", base / "daemon") as daemon:
+        await _warm_up(daemon, cwd)
         go = anyio.Event()
         started = time.perf_counter()
         with anyio.move_on_after(cap_s) as cap:
             async with anyio.create_task_group() as tg:
                 gates = (anyio.Semaphore(CREATE_AT_ONCE), go)
                 for _ in range(sessions):
-                    tg.start_soon(_follow, daemon, http, cwd, model, state, gates)
+                    tg.start_soon(_follow, daemon, cwd, model, state, gates)
                 await state.all_created.wait()
                 state.create_s = time.perf_counter() - started
                 runs_started = time.perf_counter()
@@ -163,10 +183,13 @@ async def _round(base: Path, sessions: int, cap_s: float) -> _Round:
     return state
 
 
-async def _warm_up(daemon: Daemon, http: Any, cwd: Path) -> None:
+async def _warm_up(daemon: Daemon, cwd: Path) -> None:
     """One session run to its end first, so that the round does not time the daemon's first validators."""
     model = write_script(cwd.parent / "warm-up.json", TURNS)
-    async with Client(streamable_http_client(daemon.url, http_client=http), mode=MODE) as client:
+    async with (
+        http_client(daemon.token) as http,
+        Client(streamable_http_client(daemon.url, http_client=http), mode=MODE) as client,
+    ):
         await send(client, await delegate(client, cwd, model))
 
 
