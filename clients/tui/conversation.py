@@ -60,7 +60,7 @@ WINDOW = 20
 least two lines), and few, because a Markdown block costs tens of milliseconds to mount."""
 CHUNK = 12
 """Blocks mounted at once when the view nears an edge of the window."""
-MOST = 100
+MOST = 60
 """Past this many mounted blocks, the ones farthest from the view are dropped."""
 FLUSH_S = 0.03
 """Blocks that come less than this apart are a burst (pages of history), mounted together once it pauses."""
@@ -394,22 +394,28 @@ class Conversation(VerticalScroll, can_focus=True):
     def _release(self) -> None:
         self._moving = False
 
-    def _keep_in_place(self, widget: Widget, tries: int = 6) -> None:
-        """Keep ``widget`` where it is on screen while blocks above it come or go (and their heights settle)."""
+    def _keep_in_place(self, widget: Widget, frames: int = 4) -> None:
+        """Keep ``widget`` where it is on screen while blocks above it come or go.
+
+        The new blocks' heights are known once they are laid out (a frame later); the view moves by what they
+        added, and is checked again for a few frames in case a block's height changed again.
+        """
         offset = widget.virtual_region.y - self.scroll_y
         self._moving = True
 
         def settle(left: int) -> None:
+            moved = False
             if widget.is_attached:
                 target = widget.virtual_region.y - offset
                 if abs(target - self.scroll_y) >= 1:
                     self.scroll_to(y=target, animate=False, immediate=True, release_anchor=False)
-            if left > 0 and widget.is_attached:
+                    moved = True
+            if moved and left > 0 and widget.is_attached:
                 self.call_after_refresh(settle, left - 1)
             else:
                 self._moving = False
 
-        self.call_after_refresh(settle, tries)
+        self.call_after_refresh(settle, frames)
 
     def _scrolled(self, old: float, y: float) -> None:
         """Mount more blocks as the user scrolls near an edge of the window; drop the far side past ``MOST``.
@@ -440,6 +446,14 @@ class Conversation(VerticalScroll, can_focus=True):
             return len(self.children)
 
     # -- keys ---------------------------------------------------------------------------------------
+
+    def action_page_up(self) -> None:
+        """One page up, at once (an animated scroll would fight the view being kept in place as blocks come)."""
+        self.scroll_page_up(animate=False)
+
+    def action_page_down(self) -> None:
+        """One page down, at once."""
+        self.scroll_page_down(animate=False)
 
     def action_scroll_home(self) -> None:
         """The session's first blocks."""
