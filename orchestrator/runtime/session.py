@@ -362,17 +362,22 @@ class Session:
 
     async def _finish(self, ctx: RunContext, result: LoopResult) -> None:
         unstored, ctx.unstored = ctx.unstored, []
-        await self.log.append(
-            *unstored,
-            RunFinished(
-                session_id=self.id,
-                run_id=ctx.run_id,
-                status=result.status,
-                reason=result.reason,
-                final_text=result.final_text,
-                steps=result.steps,
-            ),
-        )
+        r = result
+        ended = RunFinished(session_id=self.id, run_id=ctx.run_id, status=r.status, reason=r.reason,
+                            final_text=r.final_text, steps=r.steps)  # fmt: skip
+        try:
+            await self.log.append(*unstored, ended)
+        except StoreError as exc:
+            if not unstored:
+                raise
+            # The final answer could not be stored (a full disk, say): the run fails on record, as it did when the
+            # answer had a batch of its own, and the caller hears the store's error.
+            self._stale = True
+            try:
+                await self._finish(ctx, LoopResult("failed", f"{STORE_FAILURE}{exc}", "", ctx.step))
+            except StoreError:
+                raise exc from None
+            raise
         if result.status == "needs_review":
             self._stale = True  # the reviewed calls' turn is left open in memory; the store closes it
         if self._stale and not self.stopping:
