@@ -11,10 +11,10 @@ Two things keep that exact:
 
 - **Racy timestamps.** A file's times tick coarsely (a jiffy here, seconds on some filesystems), so a change
   made in the same tick as the fingerprint could keep it equal. A fingerprint in which anything changed less
-  than :data:`RACY_S` ago is never trusted: the next run reads again (git's "racy clean" rule).
+  than a tick's worth ago (:data:`RACY_FINE_S`, or :data:`RACY_S` for times on a whole second) is never trusted:
+  the next run reads again (git's "racy clean" rule).
 - **Memory written anywhere.** Every write to the memory database, by this session, another session or another
-  process, goes through its write-ahead log, whose size or times change; a database that does not exist holds
-  no notes, so a session whose memory file is absent lists nothing. The memory listings are kept per process by
+  process, goes through its write-ahead log, whose size or times change. The memory listings are kept per process by
   namespace (the ``user`` one shared by every session, ``project`` by the project's), so a new session reuses
   what others listed; its own ``session`` namespace is known empty as of its creation (its id was just made),
   so a new session's first run need not connect its memory server at all.
@@ -46,7 +46,10 @@ from orchestrator.context.skills import SKILL_FILE
 from orchestrator.hub.outcomes import ToolOutcome
 
 RACY_S = 2.0
-"""A fingerprint with a time newer than this (seconds before it was taken) is not trusted."""
+"""A fingerprint with a modification time newer than this (seconds before it was taken) is not trusted, where the
+filesystem keeps whole seconds (FAT, some network filesystems): a change within the same second may not show."""
+RACY_FINE_S = 0.05
+"""The same for a time with a sub-second part: the filesystem ticks in nanoseconds or jiffies (10 ms at most)."""
 MEMORY_LISTINGS = 4096
 """Namespace listings kept per process (least recently used dropped first)."""
 
@@ -67,9 +70,10 @@ def signature(path: Path | str) -> Signature:
 
 def _racy(signatures: Sequence[Signature], now_ns: int) -> bool:
     # The modification time decides: a change that sets it back (a copy keeping times) still moves the change
-    # time, which is part of the signature.
-    limit = now_ns - int(RACY_S * 1e9)
-    return any(s is not None and len(s) == 6 and s[4] > limit for s in signatures)
+    # time, which is part of the signature. A time on a whole second may come from a filesystem that keeps no
+    # more, so it gets the longer window.
+    fine, coarse = now_ns - int(RACY_FINE_S * 1e9), now_ns - int(RACY_S * 1e9)
+    return any(s is not None and len(s) == 6 and s[4] > (fine if s[4] % 1_000_000_000 else coarse) for s in signatures)
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,8 +297,6 @@ class PromptCache:
         if state is None or scope is None or fingerprint.racy:
             listed = await list_memory(tools, MEMORY_NAMESPACES)
             return render_memory_index(MEMORY_NAMESPACES, listed), all(_listed(o) for o in listed)
-        if state == (None, None):  # no memory database: no notes anywhere, and no server to wake for it
-            return "", True
         held = listings(scope.database)
         outcomes = [held.get((ns, scope.owner(ns)), state) for ns in MEMORY_NAMESPACES]
         missing = [ns for ns, outcome in zip(MEMORY_NAMESPACES, outcomes, strict=True) if outcome is None]
