@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import html
+import itertools
 
 import pytest
 
 from clients.tui.diff_view import diff_lines, file_change
+from orchestrator.events import TextDelta
 from orchestrator.messages import ToolUseBlock
 from orchestrator.protocol import Event
-from tests.clients.tui.scenes import ConversationApp, assistant, finished, settle, started, user
+from tests.clients.tui.scenes import SESSION, ConversationApp, assistant, finished, settle, started, user
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
@@ -76,3 +78,34 @@ async def test_text_dragged_over_with_the_mouse_is_copied_with_c() -> None:
         assert app.focused is app.conversation  # the click went to the conversation, whose keys copy
         await pilot.press("c")
         assert app.clipboard == "The quick brown fox"
+
+
+async def test_a_long_streamed_text_shows_every_paragraph_in_order_and_ends_as_the_stored_text() -> None:
+    paragraphs = [f"Paragraph {i}: " + " ".join(f"w{i}_{j}" for j in range(30)) for i in range(20)]
+    paragraphs.insert(15, "```python\nx = 1\n\ny = 2\n```")  # a blank line inside a code fence is not a break
+    whole = "\n\n".join(paragraphs)
+    app = ConversationApp([user("r", "write a lot")])
+    async with app.run_test(size=(100, 40)) as pilot:
+        conversation = app.conversation
+        inside_fence = whole.index("x = 1\n\n") + len("x = 1\n\n")  # a frame shows the text ending there
+        cuts = sorted({*range(0, len(whole), 97), inside_fence, len(whole)})
+        for start, end in itertools.pairwise(cuts):
+            conversation.show(TextDelta(session_id=SESSION, run_id="r", step=0, text=whole[start:end]))
+            await pilot.pause()
+        (text,) = conversation.texts
+        streamed = text.render()
+        marks = [streamed.plain.index(f"Paragraph {i}:") for i in range(20)]
+        assert marks == sorted(marks)
+        code = streamed.plain.index("y = 2")  # after the fence's blank line: still in the code block
+        assert streamed.get_style_at_offset(app.console, code).bgcolor is not None
+        conversation.show(assistant("r", 0, whole))
+        conversation.show(assistant("r2", 0, whole))  # the same text, as a session's history shows it
+        await settle(pilot)
+        ended, opened = conversation.texts
+        assert ended is text and text.source == whole and text.settled.is_set()
+        # the streamed text ends rendered exactly as the same text opened from history
+        final, fresh = text.render(), opened.render()
+        assert final.plain == fresh.plain
+        assert [final.get_style_at_offset(app.console, i) for i in range(len(final))] == [
+            fresh.get_style_at_offset(app.console, i) for i in range(len(fresh))
+        ]
