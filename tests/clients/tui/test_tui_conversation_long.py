@@ -8,7 +8,8 @@ import anyio
 import pytest
 
 from clients.tui.assistant_text import AssistantText
-from clients.tui.conversation import MOST, WINDOW, Conversation
+from clients.tui.block_window import MOST, WINDOW
+from clients.tui.conversation import Conversation
 from clients.tui.user_message import UserMessageBlock
 from tests.clients.tui.scenes import ConversationApp, long_session, settle, user
 
