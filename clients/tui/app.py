@@ -372,6 +372,14 @@ class LoomApp(App[int]):
         except (FaceError, TimeoutError) as exc:
             event.card.failed(f"not decided: {_describe(exc)}")
 
+    @on(ApprovalCard.StopRun)
+    def _stop_run(self, event: ApprovalCard.StopRun) -> None:
+        if self.loom is None:
+            event.card.failed("not connected to the daemon")
+        else:  # the card shows the outcome when the run's end arrives (it expires the card)
+            self.run_worker(self._cancel(self.loom, event.run_id, event.card), group="cancel")
+        self.query_one(Prompt).focus()
+
     # -- cancel and quit ----------------------------------------------------------------------------
 
     def action_interrupt(self) -> None:
@@ -387,12 +395,12 @@ class LoomApp(App[int]):
         else:
             self.notify("Ctrl-C again to quit (the daemon keeps running)")
 
-    async def _cancel(self, loom: LoomClient, run_id: str) -> None:
+    async def _cancel(self, loom: LoomClient, run_id: str, card: ApprovalCard | None = None) -> None:
         try:
             with anyio.fail_after(CALL_TIMEOUT_S):
                 await loom.cancel_run(run_id)
         except (FaceError, TimeoutError) as exc:
-            self.notify(f"not cancelled: {_describe(exc)}", severity="error")
+            (card.failed if card else lambda m: self.notify(m, severity="error"))(f"not cancelled: {_describe(exc)}")
 
 
 def _describe(exc: BaseException) -> str:

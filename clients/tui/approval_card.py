@@ -1,4 +1,8 @@
-"""A tool call waiting for a person: approve once, approve for the session, or deny with a reason."""
+"""A tool call waiting for a person: approve once, approve for the session, or deny with a reason.
+
+A *review* (a side-effecting call that was in progress when Loom stopped, asked about when its run resumes) has
+its own three answers: run it again, skip it with a note for the model, or stop the run.
+"""
 
 from __future__ import annotations
 
@@ -21,7 +25,12 @@ __all__ = ["ApprovalCard"]
 CARD_DIFF_LINES = 16
 """Diff lines a card shows (the tool block above it has the whole diff, Enter on it)."""
 
-_DECIDED = {"approve_once": "approved once", "approve_session": "approved for the session", "deny": "denied"}
+_DECIDED = {
+    "approve_once": "approved once",
+    "approve_session": "approved for the session",
+    "deny": "denied",
+    "expired": "not decided",
+}
 
 
 class ApprovalCard(Widget, can_focus=True):
@@ -32,13 +41,21 @@ class ApprovalCard(Widget, can_focus=True):
     | `a` | approve once |
     | `s` | approve this tool for the rest of the session |
     | `d` | deny: type a reason (the model sees it), Enter sends, Escape goes back |
+
+    On a review: `r` runs the call again, `k` skips it (type a note for the model, as for a denial), `x` stops
+    the run (it is cancelled; nothing is run again).
     """
 
     BINDINGS = [
         Binding("a", "decide('approve_once')", "Approve once"),
         Binding("s", "decide('approve_session')", "Approve for session"),
         Binding("d", "deny", "Deny…"),
+        Binding("r", "decide('approve_once')", "Run again"),
+        Binding("k", "deny", "Skip…"),
+        Binding("x", "stop_run", "Stop the run"),
     ]
+    _REVIEW_ONLY = frozenset({"stop_run"})
+    _POLICY_ONLY = frozenset({"approve_session"})
 
     @dataclass
     class Decided(Message):
@@ -49,11 +66,26 @@ class ApprovalCard(Widget, can_focus=True):
         decision: str
         reason: str = ""
 
+    @dataclass
+    class StopRun(Message):
+        """On a review, the user chose to stop the run rather than answer: the app cancels it."""
+
+        card: ApprovalCard
+        run_id: str
+
     def __init__(
-        self, *, approval_id: str, tool: str, arguments: dict[str, Any], reason: str, kind: str = "policy"
+        self,
+        *,
+        approval_id: str,
+        tool: str,
+        arguments: dict[str, Any],
+        reason: str,
+        kind: str = "policy",
+        run_id: str = "",
     ) -> None:
         super().__init__()
         self.approval_id = approval_id
+        self.run_id = run_id
         self.tool = tool
         self.arguments = arguments
         self.reason = reason
@@ -66,7 +98,23 @@ class ApprovalCard(Widget, can_focus=True):
     def compose(self) -> ComposeResult:
         """What is asked, and the reason input (shown once the user chose to deny)."""
         yield Static(self._content(), classes="body")
-        yield Input(placeholder="why not? (Enter denies, Escape goes back)", classes="reason")
+        hint = "a note for the model: why skip it? (Enter skips" if self.kind == "review" else "why not? (Enter denies"
+        yield Input(placeholder=f"{hint}, Escape goes back)", classes="reason")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Each kind of card answers only to its own keys (a review has no "for the session", a policy card no stop)."""
+        review = self.kind == "review"
+        if action == "decide" and parameters:
+            # `a`/`r` both approve once; `s` (approve for the session) belongs to policy cards
+            return not (review and parameters[0] == "approve_session")
+        if action in self._REVIEW_ONLY:
+            return review
+        return True
+
+    @property
+    def text(self) -> str:
+        """What the card says now, as plain text (what is asked, the keys or the decision and who made it)."""
+        return self._content().plain
 
     @property
     def pending(self) -> bool:
@@ -86,6 +134,13 @@ class ApprovalCard(Widget, can_focus=True):
         if self.pending and not self.sending:
             self.add_class("-asking")
             self.query_one(Input).focus()
+
+    def action_stop_run(self) -> None:
+        """A review only: stop the run instead of answering (the app cancels it; the card shows the outcome)."""
+        if self.kind == "review" and self.pending and not self.sending and self.run_id:
+            self.sending = True
+            self._refresh_body()
+            self.post_message(self.StopRun(self, self.run_id))
 
     @on(Input.Submitted)
     def _reason_given(self, event: Input.Submitted) -> None:
@@ -113,6 +168,15 @@ class ApprovalCard(Widget, can_focus=True):
         self.add_class("-decided", "-denied" if decision == "deny" else "-approved")
         self._refresh_body()
 
+    def expire(self, run_status: str) -> None:
+        """The run ended with this still undecided (cancelled, say): nothing waits for an answer any more."""
+        if self.pending:
+            self.decision, self.decided_by, self.sending = "expired", "", False
+            self.deny_reason = f"the run ended {run_status} first"
+            self.remove_class("-asking")
+            self.add_class("-decided")
+            self._refresh_body()
+
     def _refresh_body(self) -> None:
         if self.is_mounted:
             self.query_one(".body", Static).update(self._content())
@@ -135,6 +199,8 @@ class ApprovalCard(Widget, can_focus=True):
                 body.append(f": {self.deny_reason}")
         elif self.sending:
             body.append("\nsending…", style="dim")
+        elif self.kind == "review":
+            body.append("\n[r] run it again  [k] skip it (with a note)  [x] stop the run", style="bold")
         else:
             body.append("\n[a] approve once  [s] approve for session  [d] deny", style="bold")
         return body

@@ -71,6 +71,8 @@ class Conversation(BlockWindow, can_focus=True):
         self._cards: dict[str, Entry[ApprovalCard]] = {}
         self._pending: set[str] = set()
         """Approvals with no stored decision yet."""
+        self._card_runs: dict[str, str] = {}
+        """approval_id -> the run that asked (its end leaves the card with nothing to decide)."""
         self._queued: dict[str, UserMessageBlock] = {}
         """Queued messages: always mounted, below everything else, until their run starts."""
 
@@ -106,6 +108,7 @@ class Conversation(BlockWindow, can_focus=True):
         for mapping in (self._texts, self._tools, self._streaming_tools, self._cards, self._queued):
             mapping.clear()
         self._pending.clear()
+        self._card_runs.clear()
         self.forget_blocks()
 
     # -- events -------------------------------------------------------------------------------------
@@ -205,14 +208,21 @@ class Conversation(BlockWindow, can_focus=True):
                 arguments=asked.arguments,
                 reason=asked.reason,
                 kind=asked.kind,
+                run_id=asked.run_id,
             )
         )
         self._cards[event.approval_id] = entry
         self._pending.add(event.approval_id)
+        self._card_runs[event.approval_id] = event.run_id
         self._add(entry)
 
     def _finished(self, event: RunFinished) -> None:
         self._streaming_tools = {k: v for k, v in self._streaming_tools.items() if k[0] != event.run_id}
+        # A run that ends (cancelled, failed) with a card undecided leaves nothing waiting for it: no keys on it.
+        status = event.status
+        for approval_id in [a for a in self._pending if self._card_runs.get(a) == event.run_id]:
+            self._pending.discard(approval_id)
+            self._cards[approval_id].change(lambda w: w.expire(status))
         if event.status == "completed":
             return
         level = "warning" if event.status in ("cancelled", "interrupted", "needs_review") else "error"
