@@ -16,6 +16,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("Ctrl+Q", "quit (the daemon's runs go on)"),
     ("Ctrl+N / Ctrl+O", "new session / sessions panel"),
     ("a / s / d", "on an approval card: approve once, for the session, deny"),
+    ("r / k / x", "on a review card: run the call again, skip it with a note, stop the run"),
 )
 """The keys ``/help`` lists (docs/tui.md has them all)."""
 
