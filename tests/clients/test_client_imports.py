@@ -16,6 +16,7 @@ CLIENTS = Path(__file__).resolve().parents[2] / "clients"
 ALLOWED: dict[str, frozenset[str] | None] = {
     # The protocol: what the face's tools return, and the events.
     "orchestrator.protocol": None,
+    "orchestrator.protocol_commands": None,  # the results of the tools behind a client's commands
     "orchestrator.events": None,
     "orchestrator.messages": None,  # the conversation messages events carry
     # The configuration loader: the files, the home, which project files are trusted.
@@ -34,6 +35,9 @@ ALLOWED: dict[str, frozenset[str] | None] = {
     # A read-only view of the database file for `loom runs`, `trace` and `export`, which must answer in tens of
     # milliseconds without importing the MCP SDK (a second); see its docstring.
     "orchestrator.store.peek": None,
+    # How a session is shown to a person (its status words, a title made safe for a terminal), shared by the face,
+    # the peek and the clients that print titles; standard library only.
+    "orchestrator.store.session_view": frozenset({"MAX_TITLE_CHARS", "NEEDS_YOU", "clean_title"}),
     # Loom's version, as every Loom server and client declares it.
     "servers._version": None,
     # The built-in servers' entry points, which `loom server NAME` hands the process to.
