@@ -154,10 +154,18 @@ class TimingStore:
         self.append_s.append(time.perf_counter() - started)
 
     async def read_events(
-        self, session_id: str, *, after_seq: int = 0, run_id: str | None = None, limit: int | None = None
+        self,
+        session_id: str,
+        *,
+        after_seq: int = 0,
+        run_id: str | None = None,
+        limit: int | None = None,
+        before_seq: int | None = None,
     ) -> list[Event]:
         """Forward."""
-        return await self.inner.read_events(session_id, after_seq=after_seq, run_id=run_id, limit=limit)
+        return await self.inner.read_events(
+            session_id, after_seq=after_seq, run_id=run_id, limit=limit, before_seq=before_seq
+        )
 
     async def get_session(self, session_id: str) -> SessionRecord | None:
         """Forward."""

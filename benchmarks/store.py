@@ -110,11 +110,19 @@ class CountingStore:
         self._record("append", started, frozenset(e.type for e in events))
 
     async def read_events(
-        self, session_id: str, *, after_seq: int = 0, run_id: str | None = None, limit: int | None = None
+        self,
+        session_id: str,
+        *,
+        after_seq: int = 0,
+        run_id: str | None = None,
+        limit: int | None = None,
+        before_seq: int | None = None,
     ) -> list[Event]:
         """Forward and count."""
         started = time.perf_counter()
-        found = await self.inner.read_events(session_id, after_seq=after_seq, run_id=run_id, limit=limit)
+        found = await self.inner.read_events(
+            session_id, after_seq=after_seq, run_id=run_id, limit=limit, before_seq=before_seq
+        )
         self._record("read_events", started)
         return found
 

@@ -203,8 +203,13 @@ class EventPage(BaseModel):
     events: list[Annotated[Event, WithJsonSchema(EVENT_ITEM_SCHEMA)]]
     """In seq order; each has the fields of its ``type`` (docs/protocol.md lists them)."""
     next_after_seq: int
+    """The last event's seq (``after_seq`` when there is none): where reading forward continues."""
     live: LiveInfo | None = None
-    """The step in flight (null when nothing streams, or the page stops short of the newest event)."""
+    """The step in flight (null when nothing streams, the page stops short of the newest event, or it was read
+    with ``before_seq``)."""
+    more_before: bool = False
+    """Read with ``before_seq``: events older than this page's first (and newer than ``after_seq``) remain; pass
+    its first event's seq as the next ``before_seq`` to read them. Always false for a page read forward."""
 
 
 # -- context and rewind ----------------------------------------------------------------------------

@@ -96,6 +96,21 @@ async def read_page(
             await changed.wait()
 
 
+async def read_back(log: EventLog, session_id: str, after_seq: int, before_seq: int, limit: int) -> EventPage:
+    """The newest ``limit`` stored events with ``after_seq`` < seq < ``before_seq``, oldest first.
+
+    One more is read to tell whether older ones remain (``more_before``). ``next_after_seq`` is the page's last
+    seq, so a caller that read the end can follow forward from it; the page carries no ``live``, and a follower
+    reading forward from there gets the step in flight whole.
+    """
+    events = await log.store.read_events(session_id, after_seq=after_seq, before_seq=before_seq, limit=limit + 1)
+    more = len(events) > limit
+    if more:
+        events = events[1:]
+    last = events[-1].seq if events and events[-1].seq is not None else after_seq
+    return EventPage(session_id=session_id, events=events, next_after_seq=last, more_before=more)
+
+
 SEND_TIMEOUT_S = 10.0
 """How long one pushed page may take to be written to the caller: a follower that stops reading ends its call."""
 

@@ -27,7 +27,7 @@ from orchestrator.events import Event
 from orchestrator.face.command_tools import add_command_tools
 from orchestrator.face.context_tools import add_context_tools
 from orchestrator.face.input import CheckedServer, check_directory
-from orchestrator.face.live import read_page, stream_pages
+from orchestrator.face.live import read_back, read_page, stream_pages
 from orchestrator.face.rewind_tools import add_rewind_tools
 from orchestrator.loop.approvals import PendingApproval
 from orchestrator.models import DEMO_NOTICE, DEMO_SPEC, ModelSpecError, choose_model_spec, resolve_model
@@ -267,6 +267,7 @@ def build_face(host: SessionHost) -> MCPServer:
         limit: int = Field(200, ge=1, le=1000),
         live_cursor: str | None = None,
         stream: bool = False,
+        before_seq: int | None = Field(None, ge=1),
     ) -> EventPage:
         """Events of a session with seq > ``after_seq``, waiting up to ``wait_s`` for new ones, and the text in flight.
 
@@ -277,11 +278,17 @@ def build_face(host: SessionHost) -> MCPServer:
         arrives; without it ``live.text`` is all of it, and ``wait_s`` ends when it grows during the call.
         ``stream`` (with a progress token): the call stays open for ``wait_s`` and pushes each new page as a
         progress notification whose ``message`` is the page's JSON; the result is the page after the last one.
+        ``before_seq`` reads backwards instead (no wait, no stream, no ``live``): the newest ``limit`` events with
+        ``after_seq`` < seq < ``before_seq``, oldest first; ``more_before`` says whether older ones remain (pass
+        the first event's seq as the next ``before_seq``). A client opening a long session reads its end this way
+        (a ``before_seq`` past the newest event reads the newest), then follows from ``next_after_seq``.
         """
         log = host.runtime.log
         if log.newest_held(session_id) is None:  # a session whose events this log holds exists: skip the lookup
             with _tool_errors():
                 await host.record(session_id)
+        if before_seq is not None:
+            return await read_back(log, session_id, after_seq, before_seq, limit)
         meta = ctx.request_context.meta
         if stream and meta is not None and meta.get("progress_token") is not None:
             pushed = itertools.count(1)

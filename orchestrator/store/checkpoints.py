@@ -144,7 +144,13 @@ class CheckpointStore:
             raise StoreError(f"the checkpoint store at {self.path} failed (append_events): {exc}") from exc
 
     async def read_events(
-        self, session_id: str, *, after_seq: int = 0, run_id: str | None = None, limit: int | None = None
+        self,
+        session_id: str,
+        *,
+        after_seq: int = 0,
+        run_id: str | None = None,
+        limit: int | None = None,
+        before_seq: int | None = None,
     ) -> list[Event]:
         """See :meth:`orchestrator.store.interface.Store.read_events`."""
         arguments: dict[str, Any] = {"session_id": session_id, "after_seq": after_seq}
@@ -152,6 +158,8 @@ class CheckpointStore:
             arguments["run_id"] = run_id
         if limit is not None:
             arguments["limit"] = limit
+        if before_seq is not None:
+            arguments["before_seq"] = before_seq
         found = await self._call("read_events", arguments)
         return [EVENT_ADAPTER.validate_json(text) for text in found["events"]]
 

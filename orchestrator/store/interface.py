@@ -83,9 +83,19 @@ class Store(Protocol):
         ...
 
     async def read_events(
-        self, session_id: str, *, after_seq: int = 0, run_id: str | None = None, limit: int | None = None
+        self,
+        session_id: str,
+        *,
+        after_seq: int = 0,
+        run_id: str | None = None,
+        limit: int | None = None,
+        before_seq: int | None = None,
     ) -> list[Event]:
-        """Events of a session with ``seq > after_seq`` in order, optionally only one run's."""
+        """Events of a session with ``seq > after_seq`` in order, optionally only one run's.
+
+        With ``before_seq``, only those with ``seq < before_seq``, and ``limit`` keeps the newest of them, still
+        in order: reading backwards from the end, page by page, costs each page's size.
+        """
         ...
 
     async def read_context_events(self, session_id: str) -> list[Event]:

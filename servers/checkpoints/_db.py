@@ -247,19 +247,34 @@ class Database:
                     self._unfolded = 0
 
     async def read_events(
-        self, session_id: str, *, after_seq: int = 0, run_id: str | None = None, limit: int | None = None
+        self,
+        session_id: str,
+        *,
+        after_seq: int = 0,
+        run_id: str | None = None,
+        limit: int | None = None,
+        before_seq: int | None = None,
     ) -> list[str]:
-        """The stored JSON of a session's events with ``seq > after_seq``, in order."""
+        """The stored JSON of a session's events with ``seq > after_seq``, in order.
+
+        With ``before_seq``, only those with ``seq < before_seq``, and ``limit`` keeps the newest of them (still
+        oldest first): a page read backwards from the end.
+        """
         sql = "SELECT body FROM events WHERE session_id=? AND seq>?"
         params: list[Any] = [session_id, after_seq]
+        if before_seq is not None:
+            sql += " AND seq<?"
+            params.append(before_seq)
         if run_id is not None:
             sql += " AND run_id=?"
             params.append(run_id)
-        sql += " ORDER BY seq"
+        # Backwards, the primary key (session_id, seq) is walked from its end, so the page costs its own size.
+        sql += " ORDER BY seq DESC" if before_seq is not None else " ORDER BY seq"
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        return [row[0] for row in await self._fetch(sql, params)]
+        bodies = [row[0] for row in await self._fetch(sql, params)]
+        return bodies[::-1] if before_seq is not None else bodies
 
     async def read_context(self, session_id: str) -> list[str]:
         """The stored JSON of the events the model's context is rebuilt from, in ``seq`` order.

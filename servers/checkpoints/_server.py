@@ -204,11 +204,16 @@ async def read_events(
     after_seq: Annotated[int, Field(ge=0, description="only events with a greater seq")] = 0,
     run_id: Annotated[str | None, Field(description="only this run's events")] = None,
     limit: Annotated[int | None, Field(ge=1)] = None,
+    before_seq: Annotated[
+        int | None, Field(ge=1, description="only events with a smaller seq; limit then keeps the newest")
+    ] = None,
 ) -> Events:
-    """A session's events after a cursor, oldest first."""
+    """A session's events after a cursor, oldest first (with ``before_seq``: the newest ``limit`` before it)."""
     db = _db(ctx)
     with _reported():
-        bodies = await db.read_events(session_id, after_seq=after_seq, run_id=run_id, limit=limit)
+        bodies = await db.read_events(
+            session_id, after_seq=after_seq, run_id=run_id, limit=limit, before_seq=before_seq
+        )
     return Events(events=bodies)
 
 

@@ -38,10 +38,18 @@ class CountingStore(CheckpointStore):
         self.reads: list[str] = []
 
     async def read_events(
-        self, session_id: str, *, after_seq: int = 0, run_id: str | None = None, limit: int | None = None
+        self,
+        session_id: str,
+        *,
+        after_seq: int = 0,
+        run_id: str | None = None,
+        limit: int | None = None,
+        before_seq: int | None = None,
     ) -> list[Event]:
         self.reads.append("read_events")
-        return await super().read_events(session_id, after_seq=after_seq, run_id=run_id, limit=limit)
+        return await super().read_events(
+            session_id, after_seq=after_seq, run_id=run_id, limit=limit, before_seq=before_seq
+        )
 
     async def read_context_events(self, session_id: str) -> list[Event]:
         self.reads.append("read_context_events")

@@ -27,11 +27,19 @@ class CountingStore(CheckpointStore):
         self.reads: Counter[str] = Counter()
 
     async def read_events(
-        self, session_id: str, *, after_seq: int = 0, run_id: str | None = None, limit: int | None = None
+        self,
+        session_id: str,
+        *,
+        after_seq: int = 0,
+        run_id: str | None = None,
+        limit: int | None = None,
+        before_seq: int | None = None,
     ) -> list[Event]:
         """Count the call, then read as the real store does."""
         self.reads[session_id] += 1
-        return await super().read_events(session_id, after_seq=after_seq, run_id=run_id, limit=limit)
+        return await super().read_events(
+            session_id, after_seq=after_seq, run_id=run_id, limit=limit, before_seq=before_seq
+        )
 
 
 def run_start(session_id: str, run_id: str) -> list[Event]:
