@@ -13,7 +13,7 @@ or switching models; a busy session is never closed, however long it has been op
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Set
 from dataclasses import dataclass, field
 
 import anyio
@@ -89,12 +89,19 @@ class IdleCloser:
         """The session's entry while it is open (when it was last used, the events that close it), else None."""
         return self._held.get(session_id)
 
-    def busy(self, session_id: str) -> bool:
-        """Whether the session has a run in progress or queued, an approval waiting, or a compaction or switch."""
-        if any(h.session_id == session_id and not h.done.is_set() for h in self.runs.values()):
+    def busy(self, session_id: str, running: Set[str] | None = None) -> bool:
+        """Whether the session has a run in progress or queued, an approval waiting, or a compaction or switch.
+
+        ``running``: the sessions with a run not done, when the caller asks about many (see :meth:`_running`).
+        """
+        if session_id in (running if running is not None else self._running()):
             return True
         session = self.sessions.get(session_id)
         return session is not None and (session.busy or bool(session.approvals.pending))
+
+    def _running(self) -> set[str]:
+        # One pass over the runs, not one per session asked about: an open session keeps its finished runs' handles.
+        return {h.session_id for h in self.runs.values() if not h.done.is_set()}
 
     async def close_idle(self) -> list[str]:
         """Close the idle sessions that :func:`~orchestrator.runtime.idle.to_close` picks; returns their ids.
@@ -102,11 +109,12 @@ class IdleCloser:
         The host does this by itself (after a session opens, after a run ends, and every few seconds); a caller
         may ask for it now.
         """
+        running = self._running()
         doomed = to_close(
             self._held.values(),
             anyio.current_time(),
             self.limits,
-            lambda e: self.busy(e.session_id),
+            lambda e: self.busy(e.session_id, running),
             grace_s=self._grace_s,
         )
         # Out of the maps before the first await: from here on a caller asking for one of them reopens it.
