@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from orchestrator.agents.claude import PERMISSION_MODES, loom_tool, model_spec, valid_model
+from orchestrator.context.skills import split_front_matter
 from orchestrator.policy import Mode, Rule
 from orchestrator.policy.narrowing import ChildRequest
 
@@ -123,17 +124,6 @@ class AgentDefinition:
             rules=self.denied,
             headless=self.deny_asks,
         )
-
-
-def split_front_matter(text: str) -> tuple[str, str] | None:
-    """``(front matter, body)`` when ``text`` opens with a ``---`` line and has a closing one, else None."""
-    lines = text.splitlines(keepends=True)
-    if not lines or lines[0].strip() != "---":
-        return None
-    for i in range(1, len(lines)):
-        if lines[i].rstrip() == "---":
-            return "".join(lines[1:i]), "".join(lines[i + 1 :])
-    return None
 
 
 def _control(text: str, *, format_too: bool) -> str | None:

@@ -70,7 +70,7 @@ class Skill:
     source: Source
 
 
-def _split_front_matter(text: str) -> tuple[str, str] | None:
+def split_front_matter(text: str) -> tuple[str, str] | None:
     """``(front matter, body)`` when ``text`` starts with a ``---`` line and has a closing one, else ``None``."""
     lines = text.splitlines(keepends=True)
     if not lines or lines[0].strip() != "---":
@@ -109,7 +109,7 @@ def _parse_skill(skill_file: Path, source: Source) -> tuple[Skill | None, str | 
         text = _read_skill_file(skill_file)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         return None, f"cannot read {skill_file}: {_describe_read_error(exc)}"
-    split = _split_front_matter(text)
+    split = split_front_matter(text)
     if split is None:
         return None, (
             f"{skill_file}: no front matter; start the file with a line '---', then 'name: ...' and "
@@ -262,7 +262,7 @@ def load_skill(skill: Skill) -> str:
             f"cannot read skill {skill.name!r} at {skill_file}: {_describe_read_error(exc)}; "
             "fix the file and start a new session, or carry on without the skill"
         ) from exc
-    split = _split_front_matter(text)
+    split = split_front_matter(text)
     # The front matter was valid at startup; if it has been broken since, the whole file is still worth reading.
     body = (split[1] if split is not None else text).strip()
 
