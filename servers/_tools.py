@@ -10,13 +10,15 @@ tool with the new callable: a bound method of this server's own state object, so
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import ToolAnnotations
 
-__all__ = ["bound_tool", "template_count"]
+__all__ = ["Binding", "DeferredServer", "bound_tool", "template_count"]
 
 _TEMPLATES: dict[tuple[Callable[..., Any], bool | None], Tool] = {}
 """Built tools by (underlying function, structured_output), their callable replaced by `_template_only`.
@@ -80,3 +82,75 @@ def bound_tool(
 def template_count() -> int:
     """How many tool templates this process has built (tests check servers built again add none)."""
     return len(_TEMPLATES)
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One tool a `DeferredServer` will register: the arguments `bound_tool` takes."""
+
+    fn: Callable[..., Any]
+    name: str
+    description: str | None = None
+    annotations: ToolAnnotations | None = None
+    structured_output: bool | None = None
+
+
+class DeferredServer:
+    """A server whose state is ready and validated, and whose ``MCPServer`` is built on its first `build`.
+
+    Loom opens fs, shell, memory and its ``loom`` tools for every session, and most sessions call few of them,
+    often none: building an ``MCPServer`` (its low-level server, request-state keys, a logging handler) and binding
+    its tools is most of what opening one costs. What a server will list is known before it is built: its tools'
+    names and descriptions, their annotations, and the functions their schemas come from (built once per process,
+    see `bound_tool`). That is `listing_key`: two servers with equal keys list the same tools, so a client that
+    learned one's listing may use it for the other and build the server only to call it.
+
+    The state (roots opened and checked, a sandbox resolved, arguments validated) is made by whoever creates
+    this, so every error a server's construction can raise is raised then, as by ``build_server``.
+
+    Args:
+        name: The server's name.
+        bindings: Its tools, in listing order.
+        make: Builds the server around the bound tools (called at most once).
+    """
+
+    def __init__(self, name: str, bindings: Sequence[Binding], make: Callable[[list[Tool]], MCPServer]) -> None:
+        self.name = name
+        self._bindings = tuple(bindings)
+        self._make = make
+        self._server: MCPServer | None = None
+        # Functions are the templates' keys (they live as long as the process); annotations are compared by value.
+        self.listing_key: Hashable = (
+            name,
+            *(
+                (
+                    getattr(b.fn, "__func__", b.fn),
+                    b.name,
+                    b.description or b.fn.__doc__ or "",
+                    None if b.annotations is None else b.annotations.model_dump_json(),
+                    b.structured_output,
+                )
+                for b in self._bindings
+            ),
+        )
+
+    @property
+    def built(self) -> bool:
+        """Whether `build` has been called."""
+        return self._server is not None
+
+    def build(self) -> MCPServer:
+        """The server, built on the first call and the same object afterwards."""
+        if self._server is None:
+            tools = [
+                bound_tool(
+                    b.fn,
+                    name=b.name,
+                    description=b.description,
+                    annotations=b.annotations,
+                    structured_output=b.structured_output,
+                )
+                for b in self._bindings
+            ]
+            self._server = self._make(tools)
+        return self._server

@@ -36,7 +36,16 @@ from orchestrator.hub.outcomes import ToolOutcome, describe
 from orchestrator.hub.retry import RetryPolicy, call_with_retries, may_retry
 from orchestrator.hub.schemas import input_validator, share_output_validators
 from orchestrator.hub.timeouts import call_timeout, configured_timeout, takes_timeout
-from orchestrator.hub.transports import connected_tools, listed_in_process, open_client, open_errlog, stderr_tail
+from orchestrator.hub.transports import (
+    DeferredServer,
+    Target,
+    connected_tools,
+    listed_deferred,
+    listed_in_process,
+    open_client,
+    open_errlog,
+    stderr_tail,
+)
 from orchestrator.models.base import ToolSpec
 
 __all__ = ["FailureHook", "Hub", "HubTool", "RetryPolicy", "ToolOutcome"]
@@ -73,7 +82,7 @@ class HubTool:
 @dataclass
 class _Connection:
     name: str
-    target: MCPServer | ServerConfig
+    target: Target
     client: Client | None = None
     tools: list[mt.Tool] = field(default_factory=list[mt.Tool])
     error: str | None = None
@@ -102,7 +111,7 @@ class Hub:
     server's start-up timeout) and never raises for a server that fails; leaving closes them all.
 
     Args:
-        internal: Loom's own servers, by server name, called in-process.
+        internal: Loom's own servers, by server name, called in-process; a deferred one is built on its first call.
         external: Servers from ``mcpServers``, over stdio or streamable HTTP.
         log_dir: Where stdio servers' stderr goes (``NAME.log``).
         on_failure: Told whenever a server fails to start or stops answering.
@@ -114,7 +123,7 @@ class Hub:
 
     def __init__(
         self,
-        internal: Mapping[str, MCPServer],
+        internal: Mapping[str, MCPServer | DeferredServer],
         external: Sequence[ServerConfig] = (),
         *,
         log_dir: Path | None = None,
@@ -149,7 +158,11 @@ class Hub:
                     # A session's built-in servers are known by their listing alone: each connects (its lifespan
                     # opening what it holds, a database say) when first called, and a session that never calls
                     # one, or is closed before its first run, never pays for it.
-                    listed = await listed_in_process(conn.target)
+                    target = conn.target
+                    if not isinstance(target, MCPServer | ServerConfig):
+                        listed = await listed_deferred(target)
+                    else:
+                        listed = await listed_in_process(target)
                     if listed is None:
                         starting.start_soon(self._connect, conn)
                     else:
@@ -208,6 +221,8 @@ class Hub:
                 errlog_offset = errlog.tell()
             with anyio.CancelScope(deadline=anyio.current_time() + conn.startup_timeout_s) as scope:
                 try:
+                    if not isinstance(conn.target, MCPServer | ServerConfig):
+                        conn.target = conn.target.build()  # its first call: the server is built now, once
                     async with open_client(conn.target, errlog) as client:
                         tools = await connected_tools(conn.target, client)
                         share_output_validators(client, tools)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Hashable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from mcp import Client, StdioServerParameters
 from mcp import types as mt
@@ -20,9 +20,29 @@ from mcp.server.mcpserver import MCPServer
 from orchestrator.config import ServerConfig
 
 
-def open_errlog(
-    name: str, target: MCPServer | ServerConfig, log_dir: Path | None, files: contextlib.ExitStack
-) -> TextIO | None:
+class DeferredServer(Protocol):
+    """An in-process server built on its first use, whose listing is known by a key before it is built.
+
+    Loom's built-in servers are handed to the hub this way (``servers._tools.DeferredServer``): a session's servers
+    are built only when it first calls one of their tools, and two servers with equal ``listing_key`` list the same
+    tools, so the listing learned from the first built of its kind serves the rest.
+    """
+
+    @property
+    def listing_key(self) -> Hashable:
+        """Equal for servers that list the same tools."""
+        ...
+
+    def build(self) -> MCPServer:
+        """The server (built once, the same object on every later call)."""
+        ...
+
+
+Target = MCPServer | ServerConfig | DeferredServer
+"""What the hub connects to: a built in-process server, a deferred one, or a configured external server."""
+
+
+def open_errlog(name: str, target: Target, log_dir: Path | None, files: contextlib.ExitStack) -> TextIO | None:
     """The file a stdio server's stderr is appended to (``LOG_DIR/NAME.log``), or None for other servers."""
     if not isinstance(target, ServerConfig) or target.transport != "stdio" or log_dir is None:
         return None
@@ -93,7 +113,25 @@ with the objects whose ids its key names, so an id is not reused while its entry
 _LISTINGS = 256
 
 
-async def listed_in_process(target: MCPServer | ServerConfig) -> list[mt.Tool] | None:
+_DEFERRED_LISTED: dict[Hashable, list[mt.Tool]] = {}
+"""Listings of deferred servers by their ``listing_key``: one entry per kind of built-in server (a handful)."""
+
+
+async def listed_deferred(target: DeferredServer) -> list[mt.Tool] | None:
+    """A deferred server's tools without building it when one of its kind was listed before; None where unknown.
+
+    The first of its kind is built here and listed as `listed_in_process` lists it; the listing is kept for the rest.
+    """
+    known = _DEFERRED_LISTED.get(target.listing_key)
+    if known is not None:
+        return list(known)
+    listed = await listed_in_process(target.build())
+    if listed is not None:
+        _DEFERRED_LISTED[target.listing_key] = list(listed)
+    return listed
+
+
+async def listed_in_process(target: Target) -> list[mt.Tool] | None:
     """An in-process server's tools as its ``tools/list`` would answer, without connecting; None where unknown.
 
     The SDK builds its listing afresh each time (a pydantic model per tool, copying each schema); a server built

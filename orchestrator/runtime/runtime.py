@@ -36,7 +36,7 @@ from orchestrator.policy.rules import Rule
 from orchestrator.runtime.owner import owner_alive
 from orchestrator.runtime.runs import DEFAULT_MAX_STEPS, RunResult, new_id
 from orchestrator.runtime.session import Session
-from orchestrator.runtime.session_tools import build_session_tools
+from orchestrator.runtime.session_tools import prepare_session_tools
 from orchestrator.store.eventlog import EventLog
 from orchestrator.store.interface import RunRecord
 from orchestrator.store.snapshots import FileSnapshots
@@ -150,8 +150,8 @@ class Runtime:
         project, memory = await anyio.to_thread.run_sync(place, session_id)
         protected = Protected.for_session(self.home, cwd, project)
         internal = {
-            "fs": fs.build_server([cwd], before_change=snapshots.before_change, hidden=secret_state(self.home)),
-            "shell": shell.build_server(
+            "fs": fs.prepare_server([cwd], before_change=snapshots.before_change, hidden=secret_state(self.home)),
+            "shell": shell.prepare_server(
                 cwd,
                 sandbox=self.shell.sandbox,
                 network=self.shell.network,
@@ -161,8 +161,8 @@ class Runtime:
                 hide=[self.home],
             ),
             # One memory file for everything; project and session notes are scoped to this project and session.
-            "memory": servers_memory.build_server(memory.database, project=memory.project, session=session_id),
-            "loom": build_session_tools(self.log.store, session_id, home=self.home, project=project),
+            "memory": servers_memory.prepare_server(memory.database, project=memory.project, session=session_id),
+            "loom": prepare_session_tools(self.log.store, session_id, home=self.home, project=project),
         }
         hub = Hub(
             internal, self.servers, log_dir=self.home / "logs", on_failure=on_failure, timeouts=self.tool_timeouts

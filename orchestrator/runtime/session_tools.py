@@ -14,12 +14,13 @@ from pathlib import Path
 import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from orchestrator.context.skills import SkillError, find_skills, load_skill, read_skill_file
 from orchestrator.store.interface import Store
-from servers._tools import bound_tool
+from servers._tools import Binding, DeferredServer
 from servers._version import loom_version
 
 _READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
@@ -115,8 +116,16 @@ class SessionTools:
 def build_session_tools(store: Store, session_id: str, *, home: Path, project: Path) -> MCPServer:
     """The ``loom`` server for one session: ``tool_output`` and ``skill``.
 
+    `prepare_session_tools` gives the same server, built on its first use.
+    """
+    return prepare_session_tools(store, session_id, home=home, project=project).build()
+
+
+def prepare_session_tools(store: Store, session_id: str, *, home: Path, project: Path) -> DeferredServer:
+    """The ``loom`` server for one session: ``tool_output`` and ``skill``, its ``MCPServer`` built on first use.
+
     The tools' schemas are built once per process (:mod:`servers._tools`); each server binds them to its own
-    `SessionTools`, so building one per session costs microseconds.
+    `SessionTools`, so preparing one per session costs microseconds.
 
     Args:
         store: the session's store, where tool results are kept in full.
@@ -125,13 +134,18 @@ def build_session_tools(store: Store, session_id: str, *, home: Path, project: P
         project: the project root (project skills live in ``project/.loom/skills``).
     """
     tools = SessionTools(store, session_id, home=home, project=project)
-    return MCPServer(
-        "loom",
-        version=loom_version(),
-        instructions="Loom's own tools: the full output of a cut tool result, and skill instructions.",
-        tools=[
-            bound_tool(tools.tool_output, name="tool_output", annotations=_READ_ONLY),
-            bound_tool(tools.skill, name="skill", annotations=_READ_ONLY),
-        ],
-        log_level="WARNING",
-    )
+
+    def make(bound: list[Tool]) -> MCPServer:
+        return MCPServer(
+            "loom",
+            version=loom_version(),
+            instructions="Loom's own tools: the full output of a cut tool result, and skill instructions.",
+            tools=bound,
+            log_level="WARNING",
+        )
+
+    bindings = [
+        Binding(tools.tool_output, "tool_output", annotations=_READ_ONLY),
+        Binding(tools.skill, "skill", annotations=_READ_ONLY),
+    ]
+    return DeferredServer("loom", bindings, make)

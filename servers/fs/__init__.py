@@ -5,6 +5,6 @@ Use `build_server` to serve it in-process (``Client(build_server([root]))``) and
 
 from __future__ import annotations
 
-from servers.fs._server import build_server, main
+from servers.fs._server import build_server, main, prepare_server
 
-__all__ = ["build_server", "main"]
+__all__ = ["build_server", "main", "prepare_server"]

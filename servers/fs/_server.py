@@ -9,10 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.tools import Tool
 from mcp.types import ToolAnnotations
 
 from servers._stdio import serve_stdio
-from servers._tools import bound_tool
+from servers._tools import Binding, DeferredServer
 from servers._version import loom_version
 from servers.fs._files import BeforeChange, FileTools
 from servers.fs._links import HardLinks
@@ -20,7 +21,7 @@ from servers.fs._names import escape
 from servers.fs._paths import Roots
 from servers.fs._search import SearchTools
 
-__all__ = ["build_server", "main"]
+__all__ = ["build_server", "main", "prepare_server"]
 
 _READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 _WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
@@ -46,8 +47,18 @@ def build_server(
     Raises:
         ValueError: If no root is given or a root is not an existing directory.
     """
+    return prepare_server(roots, before_change=before_change, hidden=hidden).build()
+
+
+def prepare_server(
+    roots: Sequence[Path], *, before_change: BeforeChange | None = None, hidden: Sequence[Path] = ()
+) -> DeferredServer:
+    """The fs server of `build_server`, its roots checked and opened now, the ``MCPServer`` built on first use.
+
+    Raises:
+        ValueError: As `build_server`.
+    """
     allowed = Roots(roots, hidden)
-    listed = ", ".join(escape(str(root)) for root in allowed.all)
     # One record of the files this server created, so a file write made may be edited even once it is linked.
     links = HardLinks()
     files = FileTools(allowed, before_change, links)
@@ -61,23 +72,25 @@ def build_server(
         ("glob", search.glob, _READ_ONLY),
         ("grep", search.grep, _READ_ONLY),
     ]
-    server: MCPServer = MCPServer(
-        "fs",
-        version=loom_version(),
-        instructions=(
-            f"File tools confined to these directories: {listed}. Relative paths resolve against "
-            f"{escape(str(allowed.primary))}, and paths in results are relative to it when inside it."
-        ),
-        # Bound to this server's roots; their schemas were built once for the process (servers._tools).
-        # getdoc dedents the method docstring, which is the description the model reads.
-        tools=[
-            bound_tool(function, name=name, description=inspect.getdoc(function), annotations=hints)
-            for name, function, hints in tools
-        ],
-        # MCPServer configures root logging at INFO by default; an embedding process should not inherit that.
-        log_level="WARNING",
-    )
-    return server
+
+    def make(bound: list[Tool]) -> MCPServer:
+        listed = ", ".join(escape(str(root)) for root in allowed.all)
+        return MCPServer(
+            "fs",
+            version=loom_version(),
+            instructions=(
+                f"File tools confined to these directories: {listed}. Relative paths resolve against "
+                f"{escape(str(allowed.primary))}, and paths in results are relative to it when inside it."
+            ),
+            # Bound to this server's roots; their schemas were built once for the process (servers._tools).
+            tools=bound,
+            # MCPServer configures root logging at INFO by default; an embedding process should not inherit that.
+            log_level="WARNING",
+        )
+
+    # getdoc dedents the method docstring, which is the description the model reads.
+    bindings = [Binding(fn, name, inspect.getdoc(fn), hints) for name, fn, hints in tools]
+    return DeferredServer("fs", bindings, make)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -12,6 +12,6 @@ and `main` to serve it over stdio (``python -m servers.memory --db PATH [--proje
 from __future__ import annotations
 
 from servers.memory._db import MAX_BODY_BYTES, NAMESPACES, SCHEMA_VERSION
-from servers.memory._server import build_server, main
+from servers.memory._server import build_server, main, prepare_server
 
-__all__ = ["MAX_BODY_BYTES", "NAMESPACES", "SCHEMA_VERSION", "build_server", "main"]
+__all__ = ["MAX_BODY_BYTES", "NAMESPACES", "SCHEMA_VERSION", "build_server", "main", "prepare_server"]

@@ -16,16 +16,17 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from servers._database import Opened, default_database
 from servers._stdio import serve_stdio
-from servers._tools import bound_tool
+from servers._tools import Binding, DeferredServer
 from servers._version import loom_version
 from servers.memory._db import MAX_BODY_BYTES, NAMESPACES, Database, DatabaseError, Note, NoteError, snippet, summary
 
-__all__ = ["build_server", "main"]
+__all__ = ["build_server", "main", "prepare_server"]
 
 _READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 _SET = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
@@ -218,6 +219,11 @@ def build_server(db_path: Path, *, project: str = "", session: str = "") -> MCPS
     Returns:
         An MCPServer named ``"memory"`` with the tools set, get, list, search, delete and notes_md.
     """
+    return prepare_server(db_path, project=project, session=session).build()
+
+
+def prepare_server(db_path: Path, *, project: str = "", session: str = "") -> DeferredServer:
+    """The memory server of `build_server`, its ``MCPServer`` built on first use (its database opens then too)."""
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[dict[str, Any]]:
@@ -231,31 +237,37 @@ def build_server(db_path: Path, *, project: str = "", session: str = "") -> MCPS
         finally:
             await db.close()
 
-    server: MCPServer = MCPServer(
-        "memory",
-        version=loom_version(),
-        instructions=(
-            f"Notes kept on disk across restarts, in the namespaces {', '.join(NAMESPACES)}. "
-            "`user` notes are shared by every project and session; `project` notes belong to the current "
-            "project, and `session` notes to the current session, so other projects and sessions never see them. "
-            "`list` gives a namespace's index (key and first line); `get` pulls a body when you need it; "
-            "`set` stores or replaces a note; `search` finds text; `delete` removes a note; "
-            "`notes_md` shows a namespace as markdown."
-        ),
-        # Module functions reading this server's database from its lifespan; their schemas were built once for
-        # the process (servers._tools).
-        tools=[
-            bound_tool(set_note, name="set", annotations=_SET),
-            bound_tool(get_note, name="get", annotations=_READ),
-            bound_tool(list_notes, name="list", annotations=_READ),
-            bound_tool(search_notes, name="search", annotations=_READ),
-            bound_tool(delete_note, name="delete", annotations=_DELETE),
-            bound_tool(notes_md, name="notes_md", annotations=_READ),
-        ],
-        lifespan=lifespan,
-        log_level="WARNING",
-    )
-    return server
+    def make(bound: list[Tool]) -> MCPServer:
+        return MCPServer(
+            "memory",
+            version=loom_version(),
+            instructions=_INSTRUCTIONS,
+            # Module functions reading this server's database from its lifespan; their schemas were built once for
+            # the process (servers._tools).
+            tools=bound,
+            lifespan=lifespan,
+            log_level="WARNING",
+        )
+
+    return DeferredServer("memory", _BINDINGS, make)
+
+
+_INSTRUCTIONS = (
+    f"Notes kept on disk across restarts, in the namespaces {', '.join(NAMESPACES)}. "
+    "`user` notes are shared by every project and session; `project` notes belong to the current "
+    "project, and `session` notes to the current session, so other projects and sessions never see them. "
+    "`list` gives a namespace's index (key and first line); `get` pulls a body when you need it; "
+    "`set` stores or replaces a note; `search` finds text; `delete` removes a note; "
+    "`notes_md` shows a namespace as markdown."
+)
+_BINDINGS = (
+    Binding(set_note, "set", annotations=_SET),
+    Binding(get_note, "get", annotations=_READ),
+    Binding(list_notes, "list", annotations=_READ),
+    Binding(search_notes, "search", annotations=_READ),
+    Binding(delete_note, "delete", annotations=_DELETE),
+    Binding(notes_md, "notes_md", annotations=_READ),
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,6 +6,6 @@ Use `build_server` to serve it in-process (``Client(build_server(root))``) and `
 from __future__ import annotations
 
 from servers.shell._cli import main
-from servers.shell._server import build_server
+from servers.shell._server import build_server, prepare_server
 
-__all__ = ["build_server", "main"]
+__all__ = ["build_server", "main", "prepare_server"]

@@ -12,17 +12,18 @@ from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from servers._tools import bound_tool
+from servers._tools import Binding, DeferredServer
 from servers._version import loom_version
 from servers.shell._environment import CommandEnvironment
 from servers.shell._process import Completed, StartError, run_in_process_group
 from servers.shell._protect import ProtectedPaths, ProtectMounts
 from servers.shell._sandbox import Sandbox, SandboxMode, host_hiding, resolve_sandbox
 
-__all__ = ["MAX_TIMEOUT_S", "RunResult", "ShellTools", "build_server"]
+__all__ = ["MAX_TIMEOUT_S", "RunResult", "ShellTools", "build_server", "prepare_server"]
 
 MAX_TIMEOUT_S = 3600.0
 """Longest timeout a call may ask for."""
@@ -285,6 +286,38 @@ def build_server(
             absolute, sandbox is ``"bwrap"`` and bwrap is missing or does not work here, or network is False
             without a working sandbox.
     """
+    return prepare_server(
+        root,
+        default_timeout_s=default_timeout_s,
+        max_output_bytes=max_output_bytes,
+        term_grace_s=term_grace_s,
+        sandbox=sandbox,
+        network=network,
+        env_pass=env_pass,
+        env_set=env_set,
+        protect=protect,
+        hide=hide,
+    ).build()
+
+
+def prepare_server(
+    root: Path,
+    *,
+    default_timeout_s: float = 60,
+    max_output_bytes: int = 64_000,
+    term_grace_s: float = 2.0,
+    sandbox: SandboxMode = "auto",
+    network: bool = True,
+    env_pass: Sequence[str] = (),
+    env_set: Mapping[str, str] | None = None,
+    protect: Sequence[Path] = (),
+    hide: Sequence[Path] = (),
+) -> DeferredServer:
+    """The shell server of `build_server`, its root, sandbox and environment settled now, built on first use.
+
+    Raises:
+        ValueError: As `build_server`.
+    """
     tools = ShellTools(
         root,
         default_timeout_s=default_timeout_s,
@@ -297,10 +330,6 @@ def build_server(
         protect=protect,
         hide=hide,
     )
-    instructions = f"Runs shell commands in {tools.root} (or below it), with stdin from /dev/null."
-    if tools.sandbox is not None:
-        instructions += " " + tools.sandbox.describe()
-    instructions += " " + tools.environment.describe()
     description = inspect.getdoc(tools.run) or ""
     if tools.sandbox is not None:
         description += (
@@ -313,13 +342,20 @@ def build_server(
             "(e.g. 'server > server.log 2>&1 &')."
         )
     description += " Commands get a reduced environment: no API keys, tokens or agent sockets."
-    server: MCPServer = MCPServer(
-        "shell",
-        version=loom_version(),
-        instructions=instructions,
-        # Bound to this server's root and sandbox; the schemas were built once for the process (servers._tools).
-        tools=[bound_tool(tools.run, name="run", description=description, annotations=_RUN)],
-        # MCPServer configures root logging at INFO by default; an embedding process should not inherit that.
-        log_level="WARNING",
-    )
-    return server
+
+    def make(bound: list[Tool]) -> MCPServer:
+        instructions = f"Runs shell commands in {tools.root} (or below it), with stdin from /dev/null."
+        if tools.sandbox is not None:
+            instructions += " " + tools.sandbox.describe()
+        instructions += " " + tools.environment.describe()
+        return MCPServer(
+            "shell",
+            version=loom_version(),
+            instructions=instructions,
+            # Bound to this server's root and sandbox; the schemas were built once for the process (servers._tools).
+            tools=bound,
+            # MCPServer configures root logging at INFO by default; an embedding process should not inherit that.
+            log_level="WARNING",
+        )
+
+    return DeferredServer("shell", [Binding(tools.run, "run", description, _RUN)], make)

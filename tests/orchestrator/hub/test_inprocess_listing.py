@@ -148,3 +148,49 @@ async def test_servers_built_from_the_same_metadata_still_list_their_own_texts()
         async with Hub({"g": server(description)}) as hub:
             tool = hub.tool("g__greet")
             assert tool is not None and tool.description == description
+
+
+async def test_deferred_built_in_servers_list_as_built_and_are_built_on_their_first_call(tmp_path: Path) -> None:
+    from orchestrator.runtime.session_tools import prepare_session_tools
+
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    async with CheckpointStore(tmp_path / "loom.db") as store:
+
+        def prepare() -> dict[str, Any]:
+            return {
+                "fs": fs.prepare_server([cwd]),
+                "shell": shell.prepare_server(cwd),
+                "bare": shell.prepare_server(cwd, sandbox="off"),  # another description of the same tool
+                "memory": memory.prepare_server(tmp_path / "memory.db", project=str(cwd), session="s_1"),
+                "loom": prepare_session_tools(store, "s_1", home=tmp_path, project=cwd),
+            }
+
+        over_mcp: dict[str, list[dict[str, Any]]] = {}
+        for name, server in prepare().items():
+            async with Client(server.build()) as client:
+                over_mcp[name] = listed((await client.list_tools()).tools)
+        for attempt in range(2):  # the first hub may build one of each kind to list it; the second builds none
+            servers = prepare()
+            async with Hub(servers) as hub:
+                assert attempt == 0 or not any(server.built for server in servers.values())
+                for name in servers:
+                    mine = [t for t in hub.tools if t.server == name]
+                    assert [(t.remote_name, t.description, t.input_schema) for t in mine] == [
+                        (t["name"], t["description"], t["inputSchema"]) for t in over_mcp[name]
+                    ]
+                noted = await hub.call("memory__set", {"namespace": "session", "key": "k", "body": "a note"})
+                assert not noted.is_error and noted.structured is not None
+                ran = await hub.call("bare__run", {"command": "echo hi"})
+                assert not ran.is_error and "hi" in str(ran.content)
+                assert attempt == 0 or [name for name, server in servers.items() if server.built] == ["bare", "memory"]
+
+
+def test_preparing_a_built_in_server_raises_what_building_it_would(tmp_path: Path) -> None:
+    # The state is made when the session opens, so a bad root or setting fails the session, not its first call.
+    with pytest.raises(ValueError, match="not an existing directory"):
+        fs.prepare_server([tmp_path / "missing"])
+    with pytest.raises(ValueError, match="not an existing directory"):
+        shell.prepare_server(tmp_path / "missing")
+    with pytest.raises(ValueError):
+        shell.prepare_server(tmp_path, sandbox="off", network=False)
