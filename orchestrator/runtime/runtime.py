@@ -27,6 +27,7 @@ from orchestrator.events import (
 )
 from orchestrator.home import DB_NAME, MEMORY_DB_NAME
 from orchestrator.hub.pool import Hub
+from orchestrator.hub.transports import DeferredServer
 from orchestrator.loop.approvals import approved_for_session
 from orchestrator.messages import Message
 from orchestrator.models.base import Model
@@ -140,30 +141,32 @@ class Runtime:
 
         snapshots = FileSnapshots(self.log.store, session_id)
 
-        def place(session: str) -> tuple[Path, MemoryScope]:
+        def place(session: str) -> tuple[Path, MemoryScope, Protected, dict[str, DeferredServer]]:
+            # Blocking, in one worker thread: the project's root, the memory scope, the protected paths and the
+            # built-in servers' state all read the file system (resolving roots, probing the sandbox).
             project = project_root(cwd)
             scope = MemoryScope(self.home / MEMORY_DB_NAME, str(project), session)
             if fresh:
                 seed_new_session(scope)  # its prompt's first run need not wake its memory server to learn that
-            return project, scope
+            protected = Protected.for_session(self.home, cwd, project)
+            internal: dict[str, DeferredServer] = {
+                "fs": fs.prepare_server([cwd], before_change=snapshots.before_change, hidden=secret_state(self.home)),
+                "shell": shell.prepare_server(
+                    cwd,
+                    sandbox=self.shell.sandbox,
+                    network=self.shell.network,
+                    env_pass=self.shell.env,
+                    protect=protected.mount_points(),  # read-only in the sandbox, whatever the policy allowed
+                    # Not even readable: the daemon's token there would let a command answer its own approvals.
+                    hide=[self.home],
+                ),
+                # One memory file for everything; project and session notes are scoped to this project and session.
+                "memory": servers_memory.prepare_server(scope.database, project=scope.project, session=session),
+                "loom": prepare_session_tools(self.log.store, session, home=self.home, project=project),
+            }
+            return project, scope, protected, internal
 
-        project, memory = await anyio.to_thread.run_sync(place, session_id)
-        protected = Protected.for_session(self.home, cwd, project)
-        internal = {
-            "fs": fs.prepare_server([cwd], before_change=snapshots.before_change, hidden=secret_state(self.home)),
-            "shell": shell.prepare_server(
-                cwd,
-                sandbox=self.shell.sandbox,
-                network=self.shell.network,
-                env_pass=self.shell.env,
-                protect=protected.mount_points(),  # read-only in the sandbox, whatever the policy allowed
-                # Not even readable: the daemon's token there would let a command answer its own approvals.
-                hide=[self.home],
-            ),
-            # One memory file for everything; project and session notes are scoped to this project and session.
-            "memory": servers_memory.prepare_server(memory.database, project=memory.project, session=session_id),
-            "loom": prepare_session_tools(self.log.store, session_id, home=self.home, project=project),
-        }
+        project, memory, protected, internal = await anyio.to_thread.run_sync(place, session_id)
         hub = Hub(
             internal, self.servers, log_dir=self.home / "logs", on_failure=on_failure, timeouts=self.tool_timeouts
         )
