@@ -125,8 +125,16 @@ class LoomClient:
         wait_s: float = 0,
         limit: int = 200,
         live_cursor: str | None = None,
+        before_seq: int | None = None,
     ) -> EventPage:
-        """One page of a session's events after ``after_seq``, and the text in flight (``live``)."""
+        """One page of a session's events after ``after_seq``, and the text in flight (``live``).
+
+        With ``before_seq``, the newest ``limit`` events before it instead (oldest first, no wait, no ``live``);
+        the page's ``more_before`` says whether older ones remain.
+        """
+        backwards = (
+            {} if before_seq is None else {"before_seq": before_seq}
+        )  # omitted when unused: an older face knows no such argument
         return await self.call(
             "read_events",
             EventPage,
@@ -135,6 +143,7 @@ class LoomClient:
             wait_s=wait_s,
             limit=limit,
             live_cursor=live_cursor,
+            **backwards,
         )
 
     async def stream_events(

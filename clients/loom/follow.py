@@ -6,14 +6,40 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.events import AssistantMessage, RunFinished, TextDelta, ToolCallDelta
+from orchestrator.events import AssistantMessage, RunFinished, RunStarted, SessionCreated, TextDelta, ToolCallDelta
 from orchestrator.messages import ToolUseBlock
 from orchestrator.protocol import Event, EventPage, LiveInfo
 
 if TYPE_CHECKING:
     from clients.loom.client import LoomClient
 
-__all__ = ["LiveFollower"]
+__all__ = ["END", "LiveFollower", "read_older"]
+
+END = 2**62
+"""A ``before_seq`` past any session's newest event: reading backwards from it reads the end."""
+
+PAGE = 200
+"""Events per page read backwards (the face's default page)."""
+
+
+async def read_older(
+    client: LoomClient, session_id: str, before_seq: int = END, *, limit: int = PAGE
+) -> tuple[list[Event], bool]:
+    """The whole runs before ``before_seq``, oldest first, and whether older events remain.
+
+    Pages are read backwards until the oldest event read opens a run (``run_started``) or the session
+    (``session_created``), so what is read never starts in the middle of a run: a renderer that keys tool
+    calls, texts and cards within a run shows each run whole. At least one page (``limit`` events) is read.
+    """
+    events: list[Event] = []
+    while True:
+        page = await client.read_events(session_id, before_seq=before_seq, limit=limit)
+        events[0:0] = page.events
+        if not page.more_before or not events or events[0].seq is None:
+            return events, False
+        if isinstance(events[0], RunStarted | SessionCreated):
+            return events, True
+        before_seq = events[0].seq
 
 
 class LiveFollower:
@@ -38,12 +64,29 @@ class LiveFollower:
     def __init__(self, session_id: str, after_seq: int = 0, *, every_message: bool = False) -> None:
         self.session_id = session_id
         self.cursor = after_seq
+        self.older: int | None = None
+        """After :meth:`open_at_end`: the seq older events come before (``read_older``'s ``before_seq``), or None
+        when the session was read from its first event."""
+        self.opened = after_seq > 0
+        """Something was read (or skipped): :meth:`open_at_end` would no longer read the end."""
         self.live_cursor = ""
         self._every = every_message
         self._shown: dict[tuple[str, int], tuple[int, str]] = {}
         """(run, step) -> (after_seq of the attempt shown, its text shown so far)"""
         self._arguments: dict[tuple[str, int, int, int], str] = {}
         """(run, step, after_seq, call index) -> its arguments' JSON text shown so far"""
+
+    async def open_at_end(self, client: LoomClient, *, limit: int = PAGE) -> list[Event]:
+        """The session's last whole runs (at least ``limit`` events, or all of them), to show before following.
+
+        The cursor moves to the newest event read, so :meth:`next` and :meth:`stream` go on from there with
+        nothing doubled or missed; :attr:`older` says where the older history is (:func:`read_older`).
+        """
+        events, more = await read_older(client, self.session_id, limit=limit)
+        self.opened = True
+        self.older = events[0].seq if more and events else None
+        last = events[-1].seq if events and events[-1].seq is not None else self.cursor
+        return self.take(EventPage(session_id=self.session_id, events=events, next_after_seq=last))
 
     async def next(self, client: LoomClient, wait_s: float) -> list[Event]:
         """One ``read_events`` call (a long-poll of up to ``wait_s``): the events to show, in order."""
@@ -72,6 +115,7 @@ class LiveFollower:
 
     def take(self, page: EventPage) -> list[Event]:
         """The events of one ``read_events`` page, live text included, and the cursors moved past them."""
+        self.opened = True
         out: list[Event] = []
         for event in page.events:
             if event.seq is not None and event.seq <= self.cursor:

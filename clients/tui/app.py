@@ -19,6 +19,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer
 
 from clients.loom import FaceError, LiveFollower, LoomClient, daemon_running
+from clients.loom.follow import read_older
 from clients.tui.approval_card import ApprovalCard
 from clients.tui.command_runner import CommandRunner
 from clients.tui.completion import CompletionList
@@ -105,6 +106,7 @@ class LoomApp(App[int]):
         self.current_run: str | None = None
         self._follower = LiveFollower(session_id) if session_id else None
         self._follow_scope: anyio.CancelScope | None = None
+        self._reading_older = self._all_older = False
         self._session_changed = anyio.Event()
         self._last_interrupt = 0.0
         self.daemon_started: int | None = None
@@ -193,10 +195,42 @@ class LoomApp(App[int]):
                 self._follow_scope = scope
                 while True:
                     with anyio.fail_after(FOLLOW_WAIT_S + CALL_MARGIN_S):
-                        events = await follower.next(loom, FOLLOW_WAIT_S)
+                        if follower.opened:
+                            events = await follower.next(loom, FOLLOW_WAIT_S)
+                        else:  # a long session opens at its end; older runs are read as the user scrolls up
+                            events = await follower.open_at_end(loom)
+                            self.conversation.has_older = follower.older is not None
                     for event in events:
                         self._show(event)
                     self._offer_card()
+
+    @on(Conversation.OlderWanted)
+    def _older_wanted(self, event: Conversation.OlderWanted) -> None:
+        follower = self._follower
+        self._all_older = self._all_older or event.everything  # Home while a page is on its way: all of it
+        if self.loom is not None and follower is not None and follower.older is not None and not self._reading_older:
+            self._reading_older = True
+            self.run_worker(self._read_older(self.loom, follower), group="older")
+
+    async def _read_older(self, loom: LoomClient, follower: LiveFollower) -> None:
+        """Show the runs before the oldest one shown (after Home: all of them, page by page, then the top)."""
+        try:
+            while follower.older is not None:
+                with anyio.fail_after(CALL_TIMEOUT_S):
+                    events, more = await read_older(loom, follower.session_id, follower.older)
+                if follower is not self._follower:
+                    return  # another session is shown now
+                follower.older = events[0].seq if more and events else None
+                self.conversation.show_older(events)
+                self.conversation.has_older = follower.older is not None
+                if not self._all_older:
+                    return
+            if self._all_older:
+                self.conversation.action_scroll_home()
+        except (FaceError, TimeoutError) as exc:
+            self.notify(f"older history not read: {_describe(exc)}", severity="warning")
+        finally:
+            self._reading_older = self._all_older = False
 
     async def _poll_sessions(self, loom: LoomClient) -> None:
         panel = self.query_one(SessionsPanel)

@@ -9,11 +9,17 @@ blocks come (``anchor``) until the user scrolls up, and follows again once they 
 
 Blocks that come in a burst (pages of history) are mounted together once the burst pauses, so only its last
 blocks are ever mounted; a block that comes alone (live) is mounted at once.
+
+Older blocks can also come later, above the first (:meth:`BlockWindow._prepend`: a session opened at its end
+whose older history is read as the user scrolls up); the view stays where it was, and reaching the top of what
+is there calls :meth:`BlockWindow._reached_top`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from textual import events, on
@@ -56,6 +62,8 @@ class BlockWindow(VerticalScroll):
         self._last_add = self._burst_began = 0.0
         self._moving = False
         """A window move is waiting for its layout (scroll events meanwhile are its own)."""
+        self._gathering: list[Entry[Any]] | None = None
+        """While :meth:`_gathered` is open, the blocks added, to go above the others."""
 
     @on(events.Mount)
     def _window_mounted(self) -> None:
@@ -92,7 +100,36 @@ class BlockWindow(VerticalScroll):
         """A widget that stays below every block (new blocks are mounted before it), if any."""
         return None
 
+    def _reached_top(self) -> None:
+        """The view reached the first block there is (subclasses may fetch older ones)."""
+
+    @contextlib.contextmanager
+    def _gathered(self) -> Iterator[list[Entry[Any]]]:
+        """Blocks added meanwhile are kept aside in the list given (for :meth:`_prepend`), not shown."""
+        gathered: list[Entry[Any]] = []
+        self._gathering = gathered
+        try:
+            yield gathered
+        finally:
+            self._gathering = None
+
+    def _prepend(self, entries: list[Entry[Any]]) -> None:
+        """Put older blocks above the first one, keeping the view where it is."""
+        if not entries:
+            return
+        self._entries[0:0] = entries
+        at_top = self._lo == 0
+        self._lo += len(entries)
+        self._hi += len(entries)
+        if at_top and self._lo < self._hi and self.is_mounted:  # the user is there: show the nearest at once
+            self._mount_top(max(0, self._lo - CHUNK))
+            if self._hi - self._lo > MOST:
+                self._drop_bottom(self._hi - self._lo - MOST)
+
     def _add(self, entry: Entry[Any]) -> None:
+        if self._gathering is not None:
+            self._gathering.append(entry)
+            return
         self._entries.append(entry)
         now = time.monotonic()
         quiet = now - self._last_add >= FLUSH_S
@@ -233,6 +270,8 @@ class BlockWindow(VerticalScroll):
             self._mount_top(max(0, self._lo - CHUNK))
             if self._hi - self._lo > MOST:
                 self._drop_bottom(self._hi - self._lo - MOST)
+        elif y < old and y <= edge:
+            self._reached_top()
         elif y > old and y >= self.max_scroll_y - edge and self._hi < len(self._entries):
             self._mount_bottom(min(len(self._entries), self._hi + CHUNK))
             if self._hi - self._lo > MOST:
@@ -242,7 +281,14 @@ class BlockWindow(VerticalScroll):
 
     def action_page_up(self) -> None:
         """One page up, at once (an animated scroll would fight the view being kept in place as blocks come)."""
+        if self._lo == 0 and self.scroll_y <= 0:
+            self._reached_top()  # nothing to scroll: the view does not move, so no scroll event says so
         self.scroll_page_up(animate=False)
+
+    @on(events.MouseScrollUp)
+    def _wheel_up(self) -> None:
+        if self._lo == 0 and self.scroll_y <= 0:
+            self._reached_top()
 
     def action_page_down(self) -> None:
         """One page down, at once."""

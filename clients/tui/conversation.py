@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from textual.binding import Binding
+from textual.message import Message
 from textual.widget import Widget
 
 from clients.tui.approval_card import ApprovalCard
@@ -61,8 +62,18 @@ class Conversation(BlockWindow, can_focus=True):
 
     BINDINGS = [Binding("c", "copy_selection", "Copy")]
 
+    class OlderWanted(Message):
+        """The user reached the top of what is shown while older history remains (``everything``: Home)."""
+
+        def __init__(self, everything: bool) -> None:
+            super().__init__()
+            self.everything = everything
+
     def __init__(self) -> None:
         super().__init__()
+        self.has_older = False
+        """Older history than the first block remains (the session was opened at its end): reaching the top
+        asks for it (:class:`OlderWanted`), and :meth:`show_older` puts it above."""
         self._texts: dict[tuple[str, int], Entry[AssistantText]] = {}
         self._tools: dict[str, Entry[ToolBlock]] = {}
         """call_id -> its block."""
@@ -109,7 +120,49 @@ class Conversation(BlockWindow, can_focus=True):
             mapping.clear()
         self._pending.clear()
         self._card_runs.clear()
+        self.has_older = False
         self.forget_blocks()
+
+    def show_older(self, events: list[Event]) -> None:
+        """Render older history (whole runs, oldest first) above everything shown, keeping the view in place.
+
+        The events are rendered from a fresh state, as if the session began with them, so an older run's
+        events never change a newer block (a ``user_message`` would otherwise take a newer queued message's
+        place). A ``run_queued`` among them is skipped: its run started since, in the history already shown.
+        """
+        newer = (self._texts, self._tools, self._streaming_tools, self._cards, self._pending, self._card_runs)
+        newer_queued = self._queued
+        self._texts, self._tools, self._streaming_tools, self._cards = {}, {}, {}, {}
+        self._pending, self._card_runs, self._queued = set(), {}, {}
+        try:
+            with self._gathered() as entries:
+                for event in events:
+                    if not isinstance(event, RunQueued):
+                        self.show(event)
+        finally:
+            older = (self._texts, self._tools, self._cards, self._pending, self._card_runs)
+            self._texts, self._tools, self._streaming_tools, self._cards, self._pending, self._card_runs = newer
+            self._queued = newer_queued
+        # Ids are a run's own, so the older blocks join the lookups (a resumed run may still finish an old call);
+        # older first, so that the dicts keep the session's order.
+        self._texts, self._tools, self._cards = (
+            {**older[0], **self._texts},
+            {**older[1], **self._tools},
+            {**older[2], **self._cards},
+        )
+        self._pending |= older[3]
+        self._card_runs = {**older[4], **self._card_runs}
+        self._prepend(entries)
+
+    def _reached_top(self) -> None:
+        if self.has_older:
+            self.post_message(self.OlderWanted(everything=False))
+
+    def action_scroll_home(self) -> None:
+        """The session's first blocks (older history, if not read yet, is read first)."""
+        if self.has_older:
+            self.post_message(self.OlderWanted(everything=True))
+        super().action_scroll_home()
 
     # -- events -------------------------------------------------------------------------------------
 
