@@ -27,19 +27,21 @@ async def read_older(
 ) -> tuple[list[Event], bool]:
     """The whole runs before ``before_seq``, oldest first, and whether older events remain.
 
-    Pages are read backwards until the oldest event read opens a run (``run_started``) or the session
-    (``session_created``), so what is read never starts in the middle of a run: a renderer that keys tool
-    calls, texts and cards within a run shows each run whole. At least one page (``limit`` events) is read.
+    Pages are read backwards until one holds the start of a run (``run_started``) or of the session
+    (``session_created``); the events before the oldest such start, the end of a run whose beginning was not
+    read, are left for the next call. So what is read never starts in the middle of a run: a renderer that keys
+    tool calls, texts and cards within a run shows each run whole. One page is read unless a run is longer.
     """
     events: list[Event] = []
     while True:
         page = await client.read_events(session_id, before_seq=before_seq, limit=limit)
         events[0:0] = page.events
-        if not page.more_before or not events or events[0].seq is None:
+        start = next((i for i, e in enumerate(page.events) if isinstance(e, RunStarted | SessionCreated)), None)
+        if start is not None:
+            return events[start:], start > 0 or page.more_before
+        if not page.more_before or not page.events or page.events[0].seq is None:
             return events, False
-        if isinstance(events[0], RunStarted | SessionCreated):
-            return events, True
-        before_seq = events[0].seq
+        before_seq = page.events[0].seq
 
 
 class LiveFollower:

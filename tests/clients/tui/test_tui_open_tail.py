@@ -9,7 +9,7 @@ import pytest
 
 from clients.tui.app import LoomApp
 from clients.tui.user_message import UserMessageBlock
-from orchestrator.events import AssistantMessage, RunFinished, RunStarted, UserMessage
+from orchestrator.events import AssistantMessage, Notice, RunFinished, RunStarted, UserMessage
 from orchestrator.messages import Message, TextBlock, Usage
 from orchestrator.models import resolve_model
 from orchestrator.protocol import Event
@@ -21,12 +21,15 @@ from tests.orchestrator.daemon.daemon_process import start_daemon
 pytestmark = pytest.mark.timeout(240)
 
 RUNS = 500
-"""2,001 stored events: four a run (started, question, answer, finished) and the session's first."""
+"""2,168 stored events: four a run (started, question, answer, finished), a notice in every third run (so that
+pages of 200 begin inside runs), and the session's first."""
+NOTES = len(range(0, RUNS, 3))
 
 
 def _run(session_id: str, i: int) -> list[Event]:
     run = f"r_{i:05d}"
     answer = Message(role="assistant", content=[TextBlock(text=f"answer {i}")])
+    note: list[Event] = [Notice(session_id=session_id, text=f"note {i}")] if i % 3 == 0 else []
     return [
         RunStarted(session_id=session_id, run_id=run, model="scripted:stored", max_steps=5),
         UserMessage(session_id=session_id, run_id=run, text=f"question {i}"),
@@ -39,6 +42,7 @@ def _run(session_id: str, i: int) -> list[Event]:
             usage=Usage(input_tokens=1, output_tokens=1),
             duration_ms=1,
         ),
+        *note,
         RunFinished(session_id=session_id, run_id=run, status="completed", reason="end_turn", final_text="", steps=1),
     ]
 
@@ -57,7 +61,8 @@ def _stored_session(home: Path, project: Path, model: str) -> str:
 
 def _questions(app: LoomApp) -> list[int]:
     """Every question the conversation holds, in order (mounted or not: each block's widget made afresh)."""
-    made = (entry._make() for entry in app.conversation._entries)  # the records, not the window
+    made = [entry._make() for entry in app.conversation._entries]  # the records, not the window
+    assert isinstance(made[0], UserMessageBlock), "the first block held is a run's beginning, not its end"
     return [int(b.text.split()[1]) for b in made if isinstance(b, UserMessageBlock)]
 
 
@@ -92,7 +97,7 @@ def test_it_opens_showing_the_last_question_with_only_the_tail_read(
             await until(pilot, lambda: _mounted_questions(app)[-1:] == [RUNS - 1], "the last question")
             held = _questions(app)
             assert held == list(range(held[0], RUNS))  # whole runs, the newest, in order
-            assert 200 // 4 <= len(held) <= 2 * 200 // 4  # a page or two of 200 events, not 2,801
+            assert 200 // 5 <= len(held) <= 200 // 4  # one page of 200 events' whole runs, not 2,168 events
             assert app.conversation.has_older
 
     _drive(tmp_path, home, check)
@@ -113,14 +118,14 @@ def test_home_brings_every_older_block_exactly_once_and_a_live_run_then_streams(
             await until(pilot, lambda: not app.conversation.has_older, "every older run", 60)
             await until(pilot, lambda: _mounted_questions(app)[:1] == [0], "the top")
             assert _questions(app) == list(range(RUNS))
-            assert app.conversation.block_count == 2 * RUNS
+            assert app.conversation.block_count == 2 * RUNS + NOTES
             await pilot.press("end")
             app.query_one("Prompt").focus()
             await type_message(pilot, "live")
             live = [f"answer {RUNS - 1}", "a live answer"]
             await until(pilot, lambda: [t.source for t in app.conversation.texts][-2:] == live, "the live answer")
             await until(pilot, lambda: app.status.run == "completed" and app.current_run is None, "the run's end")
-            assert app.conversation.block_count == 2 * RUNS + 2
+            assert app.conversation.block_count == 2 * RUNS + NOTES + 2
 
     _drive(tmp_path, home, check)
 

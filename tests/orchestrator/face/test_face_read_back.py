@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 from mcp import Client
 
-from orchestrator.events import Notice
+from clients.loom import LiveFollower, LoomClient
+from clients.loom.follow import read_older
+from orchestrator.events import Notice, RunStarted, SessionCreated
 from orchestrator.face.server import build_face
 from orchestrator.models.scripted import ScriptedModel
 from orchestrator.runtime.embedded import embedded_runtime
@@ -61,3 +63,30 @@ async def test_a_page_read_forward_never_says_more_before(tmp_path: Path) -> Non
             empty = await call(client, "read_events", session_id=session_id, after_seq=1, before_seq=2)
     assert page["more_before"] is False and len(page["events"]) == 1
     assert empty == {**empty, "events": [], "next_after_seq": 1, "more_before": False}
+
+
+async def test_a_follower_opens_at_the_start_of_a_run_and_reads_older_runs_whole(tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    async with embedded_runtime(tmp_path / "home") as runtime, SessionHost(runtime) as host:
+        async with runtime.open_session(tmp_path / "work", ScriptedModel.from_turns([])) as session:
+            session_id = session.id
+        for run in range(6):  # runs of 1 + run events (1, 2, ... 6 notices): pages begin inside runs
+            run_id = f"r_{run}"
+            await runtime.log.append(
+                RunStarted(session_id=session_id, run_id=run_id, model="scripted:x", max_steps=1),
+                *[Notice(session_id=session_id, text=f"{run}.{i}") for i in range(run + 1)],
+            )
+        async with Client(build_face(host)) as client:
+            loom = LoomClient(client, on_daemon=False)
+            forward = (await loom.read_events(session_id)).events
+            follower = LiveFollower(session_id)
+            tail = await follower.open_at_end(loom, limit=4)
+            runs = [tail]
+            while follower.older is not None:
+                older, more = await read_older(loom, session_id, follower.older, limit=4)
+                runs.append(older)
+                follower.older = older[0].seq if more else None
+    assert isinstance(tail[0], RunStarted) and tail[0].run_id == "r_5" and len(tail) == 7  # a run longer than a page
+    assert follower.cursor == forward[-1].seq  # following goes on from the newest event
+    assert all(isinstance(r[0], RunStarted | SessionCreated) for r in runs)
+    assert [e.seq for r in reversed(runs) for e in r] == [e.seq for e in forward]
