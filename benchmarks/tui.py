@@ -330,8 +330,9 @@ async def measure_daemon_open(base: Path, events: int, reps: int) -> Figure:
             "the real LoomApp under App.run_test (160x48) attached to a real `loom serve` (its own process) over "
             "HTTP, on a session stored beforehand (7 events a run: started, question, tool call, its start and "
             "result, answer, finished); from the app starting to the last question on screen and painted",
-            "the history comes as the face's read_events pages of 200 events, one after the other (50 round trips "
-            "for 10,000 events); the conversation mounts only the last blocks",
+            "the TUI reads the session's end: read_events(before_seq=...) pages of 200 events, backwards until a "
+            "page holds a run's start (one page here), then follows from the newest event; older runs are read as "
+            "the user scrolls up; the conversation mounts only the last blocks",
         ],
         data={"open_s": opens, "events": stored},
     )
