@@ -285,6 +285,12 @@ class BlockWindow(VerticalScroll):
             self._reached_top()  # nothing to scroll: the view does not move, so no scroll event says so
         self.scroll_page_up(animate=False)
 
+    def action_scroll_up(self) -> None:
+        """One line up (at the top, older blocks are asked for)."""
+        if self._lo == 0 and self.scroll_y <= 0:
+            self._reached_top()
+        super().action_scroll_up()
+
     @on(events.MouseScrollUp)
     def _wheel_up(self) -> None:
         if self._lo == 0 and self.scroll_y <= 0:
