@@ -168,7 +168,9 @@ def take_fingerprint(files_of: FileInputs, memory_db: Path | None) -> Fingerprin
     now_ns = time.time_ns()
     files = files_of.read()
     memory = memory_inputs(memory_db) if memory_db is not None else None
-    signatures: list[Signature] = [p for p in files if p is None or isinstance(p, tuple)]
+    # files[0] is the markers' kinds (a tuple too, but not a signature) and files[1] the root; then signatures,
+    # and for each skill its name and two signatures.
+    signatures: list[Signature] = [p for p in files[2:] if p is None or isinstance(p, tuple)]
     racy = _racy([*signatures, *(memory or ())], now_ns)
     return Fingerprint(files, memory, racy)
 

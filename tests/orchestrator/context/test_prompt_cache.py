@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -152,3 +154,29 @@ def test_a_fresh_change_is_not_trusted(tmp_path: Path) -> None:
     settled = take_fingerprint(inputs, home / "memory.db")
     assert not settled.racy
     assert settled == take_fingerprint(inputs, home / "memory.db")
+
+
+@pytest.fixture
+def shallow_dir() -> Iterator[Path]:
+    """A new directory two levels below the root (``/tmp/loom-depth-…``)."""
+    if not os.path.isdir("/tmp"):
+        pytest.skip("no /tmp to make a directory two levels below the root in")
+    path = Path(tempfile.mkdtemp(dir="/tmp", prefix="loom-depth-"))
+    assert len(Path(os.path.realpath(path)).parts) == 3
+    yield path
+    shutil.rmtree(path)
+
+
+async def test_a_session_runs_two_levels_below_the_root(
+    tmp_path: Path, shallow_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Outside the user's home the project markers are looked for up to `/`, two per directory: a working directory
+    # such as /srv/app or /tmp/x has six. The markers' kinds once passed for a file's signature when there were
+    # exactly six, and every run there failed with a TypeError.
+    monkeypatch.setenv("HOME", str(tmp_path / "elsewhere"))
+    home = tmp_path / "home"
+    home.mkdir()
+    model = Recorder()
+    async with runtime_on(home) as runtime, runtime.open_session(shallow_dir, FunctionModel(model)) as session:
+        await prompt_after_run(session, model)
+        await prompt_after_run(session, model)  # the second run compares fingerprints
