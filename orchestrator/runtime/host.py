@@ -36,7 +36,7 @@ from orchestrator.events import RunQueued, RunStarted, SessionArchived
 from orchestrator.loop.approvals import MODES
 from orchestrator.loop.resume import RESUMABLE, ResumeError, find_resume_point
 from orchestrator.models.base import Model
-from orchestrator.runtime.host_runs import HostError, RunDesk, RunHandle, RunView
+from orchestrator.runtime.host_runs import HostError, LiveRuns, RunDesk, RunHandle, RunView
 from orchestrator.runtime.idle import CLOSE_WAIT_S, IDLE_GRACE_S, IdleCloser, OpenSession
 from orchestrator.runtime.owner import this_process
 from orchestrator.runtime.runtime import RunResult, Runtime, Session, new_id
@@ -76,6 +76,7 @@ class SessionHost(RunDesk, IdleCloser):
         self.sessions: dict[str, Session] = {}
         """The open sessions, by id."""
         self.runs: dict[str, RunHandle] = {}
+        self.live = LiveRuns()
         self.limits = limits or SessionLimits()
         self._grace_s = grace_s
         self._held: dict[str, OpenSession] = {}
@@ -231,8 +232,7 @@ class SessionHost(RunDesk, IdleCloser):
         """``archived``, ``active`` (a run of it is in progress in this process) or ``idle``."""
         if record.archived:
             return "archived"
-        busy = any(h.session_id == record.id and not h.done.is_set() for h in self.runs.values())
-        return "active" if busy else "idle"
+        return "active" if self.live.of(record.id) else "idle"
 
     async def list_sessions(self, include_archived: bool = False) -> list[SessionRecord]:
         """Sessions in the store, newest first."""
@@ -252,7 +252,7 @@ class SessionHost(RunDesk, IdleCloser):
 
     def check_idle(self, session_id: str) -> None:
         """Refuse (HostError) while a run of the session is in progress in this process."""
-        if any(h.session_id == session_id and not h.done.is_set() for h in self.runs.values()):
+        if self.live.of(session_id):
             raise HostError(f"session {session_id!r} has a run in progress; cancel it first")
 
     async def rewind(self, session_id: str, to_run_id: str) -> RewindResult:
@@ -283,7 +283,7 @@ class SessionHost(RunDesk, IdleCloser):
         """
         session = await self.session(session_id)
         assert self._tg is not None, "the host is not open"
-        ahead = [h for h in self.runs.values() if h.session_id == session.id and not h.done.is_set()]
+        ahead = self.live.of(session.id)
         handle = RunHandle(run_id=new_id("r"), session_id=session.id, status="queued" if ahead else "running")
         if ahead:
             queued = RunQueued(
@@ -291,6 +291,7 @@ class SessionHost(RunDesk, IdleCloser):
             )
             await self.runtime.log.append(queued)
         self.runs[handle.run_id] = handle
+        self.live.add(handle)
         self._tg.start_soon(self._drive, session, handle, text, max_steps, ahead)
         return handle
 
@@ -328,6 +329,7 @@ class SessionHost(RunDesk, IdleCloser):
             handle.result = RunResult(handle.run_id, "failed", f"{type(exc).__name__}: {exc}", "", 0)
         finally:
             handle.done.set()
+            self.live.discard(handle)
             self._touch(session.id)  # idle from now on, not from when the run started
             self._wake.set()
 
@@ -350,7 +352,7 @@ class SessionHost(RunDesk, IdleCloser):
         if record.status not in RESUMABLE:
             raise HostError(f"run {run_id!r} is {record.status}; only an interrupted run can be resumed")
         session = await self.session(record.session_id)
-        if any(h.session_id == session.id and not h.done.is_set() for h in self.runs.values()):
+        if self.live.of(session.id):
             raise HostError(f"session {session.id!r} has a run in progress; wait for it or cancel it first")
         events = await self.runtime.log.store.read_events(session.id, run_id=run_id)
         never_started = next((e for e in events if isinstance(e, RunQueued)), None)
@@ -368,6 +370,7 @@ class SessionHost(RunDesk, IdleCloser):
         session = await self.session(record.session_id)
         handle = RunHandle(run_id=run_id, session_id=session.id, headless=headless)
         self.runs[run_id] = handle
+        self.live.add(handle)
         if never_started is not None:  # queued when Loom stopped: run the message from the beginning
             self._tg.start_soon(self._drive, session, handle, never_started.text, never_started.max_steps)
         else:

@@ -36,6 +36,37 @@ class RunHandle:
     """For a resume: whether nobody can answer its reviews (None: as the session is)."""
 
 
+class LiveRuns:
+    """The runs of this process not done yet, by session, in the order they were started.
+
+    An open session keeps its finished runs' handles (views of them need no store read) until it closes, so
+    "has this session a run going" must not walk every handle kept: a long session made every send slower.
+    """
+
+    def __init__(self) -> None:
+        self._by_session: dict[str, dict[str, RunHandle]] = {}
+
+    def add(self, handle: RunHandle) -> None:
+        """A run started (or was queued)."""
+        self._by_session.setdefault(handle.session_id, {})[handle.run_id] = handle
+
+    def discard(self, handle: RunHandle) -> None:
+        """A run is done (or never started)."""
+        runs = self._by_session.get(handle.session_id)
+        if runs is not None and runs.get(handle.run_id) is handle:
+            del runs[handle.run_id]
+            if not runs:
+                del self._by_session[handle.session_id]
+
+    def of(self, session_id: str) -> list[RunHandle]:
+        """The session's runs in progress or queued, oldest first."""
+        return [h for h in self._by_session.get(session_id, {}).values() if not h.done.is_set()]
+
+    def sessions(self) -> set[str]:
+        """The sessions with a run in progress or queued."""
+        return {sid for sid, runs in self._by_session.items() if any(not h.done.is_set() for h in runs.values())}
+
+
 @dataclass(frozen=True, slots=True)
 class RunView:
     """A run as a client sees it, whether it started in this process or before a restart."""
@@ -53,6 +84,7 @@ class RunDesk:
     runtime: Runtime
     sessions: dict[str, Session]
     runs: dict[str, RunHandle]
+    live: LiveRuns
 
     async def view(self, run_id: str) -> RunView:
         """A run's current state, from this process or the store.

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import anyio
 
 from orchestrator.config import SessionLimits
-from orchestrator.runtime.host_runs import RunHandle
+from orchestrator.runtime.host_runs import LiveRuns, RunHandle
 from orchestrator.runtime.session import Session
 
 logger = logging.getLogger(__name__)
@@ -77,6 +77,7 @@ class IdleCloser:
 
     sessions: dict[str, Session]
     runs: dict[str, RunHandle]
+    live: LiveRuns
     limits: SessionLimits
     _grace_s: float
     _held: dict[str, OpenSession]
@@ -100,8 +101,7 @@ class IdleCloser:
         return session is not None and (session.busy or bool(session.approvals.pending))
 
     def _running(self) -> set[str]:
-        # One pass over the runs, not one per session asked about: an open session keeps its finished runs' handles.
-        return {h.session_id for h in self.runs.values() if not h.done.is_set()}
+        return self.live.sessions()
 
     async def close_idle(self) -> list[str]:
         """Close the idle sessions that :func:`~orchestrator.runtime.idle.to_close` picks; returns their ids.
