@@ -39,7 +39,10 @@ class StatusBar(Widget):
     connection: reactive[str] = reactive("connecting")
     """``connecting``, ``starting daemon``, ``connected`` or ``disconnected``."""
     tokens: reactive[int] = reactive(0)
-    """Tokens the session's model calls used (input plus output, as the providers reported them)."""
+    """Tokens the current (or last) run's model calls used (input plus output, as the providers reported them).
+
+    Per run, like its step and clock: a session opened at its end shows only its last runs, so a session total
+    counted from the events shown would be wrong."""
     started: reactive[float | None] = reactive(None)
     """When the current (or last) run started: its ``run_started`` event's ``ts``."""
     finished: reactive[float | None] = reactive(None)
@@ -62,7 +65,7 @@ class StatusBar(Widget):
         if isinstance(event, AssistantMessage):
             self.tokens += event.usage.input_tokens + event.usage.output_tokens
         elif isinstance(event, RunStarted):
-            self._run_id, self.started, self.finished = event.run_id, event.ts, None
+            self._run_id, self.started, self.finished, self.tokens = event.run_id, event.ts, None, 0
         elif isinstance(event, RunFinished) and event.run_id == self._run_id and self.started is not None:
             self.finished = max(event.ts, self.started)
 

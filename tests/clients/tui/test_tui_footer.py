@@ -72,3 +72,28 @@ def test_the_footer_counts_the_runs_tokens_and_times_it_from_its_start(tmp_path:
     assert f"{token_count(used)} tok" in line, line  # it fits in 80 columns
     assert f" {elapsed(finished - started)}" in line and "completed" in line and "connected" in line, line
     assert seen[0] != seen[1]
+
+
+def test_the_tokens_are_the_runs_like_its_step_and_clock() -> None:
+    # A session opened at its end shows its last runs only: a session total counted from what is shown would lie.
+    from clients.tui.status_bar import StatusBar
+    from orchestrator.events import AssistantMessage, RunStarted
+    from orchestrator.messages import Message, TextBlock, Usage
+
+    bar = StatusBar()
+
+    def answer(run: str, tokens: int) -> AssistantMessage:
+        message = Message(role="assistant", content=[TextBlock(text="ok")])
+        usage = Usage(input_tokens=tokens, output_tokens=1)
+        return AssistantMessage(
+            session_id="s", run_id=run, step=0, message=message, stop_reason="end_turn", usage=usage, duration_ms=1
+        )
+
+    bar.observe(RunStarted(session_id="s", run_id="r_1", model="m", max_steps=5))
+    bar.observe(answer("r_1", 10))
+    bar.observe(answer("r_1", 20))
+    assert bar.tokens == 32
+    bar.observe(RunStarted(session_id="s", run_id="r_2", model="m", max_steps=5))
+    assert bar.tokens == 0
+    bar.observe(answer("r_2", 5))
+    assert bar.tokens == 6
