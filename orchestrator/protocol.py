@@ -21,6 +21,7 @@ __all__ = [
     "EVENT_ITEM_SCHEMA",
     "EVENT_TYPES",
     "FINAL_STATUSES",
+    "MAX_SEQ",
     "MAX_WAIT_S",
     "ApprovalAnswer",
     "ApprovalInfo",
@@ -43,6 +44,9 @@ __all__ = [
 
 MAX_WAIT_S = 60.0
 """No face call blocks longer than this; call again to keep waiting."""
+
+MAX_SEQ = 2**63 - 1
+"""The largest seq a cursor may name (the store's integers are 64-bit): a larger one is refused as bad input."""
 
 FINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "interrupted", "needs_review"})
 """Statuses a run waited on with ``get_run`` stops at (a resumed run is ``needs_review`` only while it waits

@@ -276,7 +276,12 @@ def _type(schema: Mapping[str, Any]) -> str:
         text = f"object of {_type(schema['additionalProperties'])}"
     else:
         text = f"`{kind}`" if kind else "any"
-    bounds = [f"{op} {schema[k]:g}" for k, op in (("minimum", "≥"), ("maximum", "≤")) if k in schema]
+    # An integer bound exactly (2**63 - 1 in :g would read 9.22337e+18); a float one in its short form.
+    bounds = [
+        f"{op} {schema[k] if isinstance(schema[k], int) else format(schema[k], 'g')}"
+        for k, op in (("minimum", "≥"), ("maximum", "≤"))
+        if k in schema
+    ]
     return f"{text} ({', '.join(bounds)})" if bounds else text
 
 

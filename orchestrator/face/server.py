@@ -34,6 +34,7 @@ from orchestrator.models import DEMO_NOTICE, DEMO_SPEC, ModelSpecError, choose_m
 from orchestrator.models.credentials import missing_credentials
 from orchestrator.protocol import (
     DRIVING_CLIENT_META,
+    MAX_SEQ,
     MAX_WAIT_S,
     ApprovalAnswer,
     ApprovalInfo,
@@ -262,12 +263,12 @@ def build_face(host: SessionHost) -> MCPServer:
     async def read_events(
         session_id: str,
         ctx: Context,
-        after_seq: int = Field(0, ge=0),
+        after_seq: int = Field(0, ge=0, le=MAX_SEQ),
         wait_s: float = Field(0.0, ge=0, le=MAX_WAIT_S),
         limit: int = Field(200, ge=1, le=1000),
         live_cursor: str | None = None,
         stream: bool = False,
-        before_seq: int | None = Field(None, ge=1),
+        before_seq: int | None = Field(None, ge=1, le=MAX_SEQ),
     ) -> EventPage:
         """Events of a session with seq > ``after_seq``, waiting up to ``wait_s`` for new ones, and the text in flight.
 

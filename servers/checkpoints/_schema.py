@@ -9,6 +9,8 @@ from __future__ import annotations
 __all__ = ["BASE_SCHEMA", "CALL_ID", "CALL_INDEX", "MIGRATIONS", "SCHEMA_VERSION"]
 
 SCHEMA_VERSION = 6
+MAX_INT = 2**63 - 1
+"""SQLite's largest integer: a seq or limit past it cannot be bound, so the tools refuse it as bad input."""
 
 BASE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

@@ -26,6 +26,7 @@ from servers._database import Opened, default_database
 from servers._stdio import serve_stdio
 from servers._version import loom_version
 from servers.checkpoints._db import SCHEMA_VERSION, Database, DatabaseError
+from servers.checkpoints._schema import MAX_INT
 
 __all__ = ["build_server", "main"]
 
@@ -201,11 +202,11 @@ async def append_events(
 async def read_events(
     ctx: Context,
     session_id: str,
-    after_seq: Annotated[int, Field(ge=0, description="only events with a greater seq")] = 0,
+    after_seq: Annotated[int, Field(ge=0, le=MAX_INT, description="only events with a greater seq")] = 0,
     run_id: Annotated[str | None, Field(description="only this run's events")] = None,
-    limit: Annotated[int | None, Field(ge=1)] = None,
+    limit: Annotated[int | None, Field(ge=1, le=MAX_INT)] = None,
     before_seq: Annotated[
-        int | None, Field(ge=1, description="only events with a smaller seq; limit then keeps the newest")
+        int | None, Field(ge=1, le=MAX_INT, description="only events with a smaller seq; limit then keeps the newest")
     ] = None,
 ) -> Events:
     """A session's events after a cursor, oldest first (with ``before_seq``: the newest ``limit`` before it)."""

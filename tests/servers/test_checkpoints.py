@@ -69,6 +69,17 @@ async def test_tools_serve_the_runtime_and_say_which_only_read(tmp_path: Path, m
     assert read_only == set(tools) - {"append_events", "snapshot_file", "set_session_title"}
 
 
+@pytest.mark.parametrize("argument", ["after_seq", "before_seq", "limit"])
+async def test_an_integer_sqlite_cannot_hold_is_refused_as_bad_input(tmp_path: Path, argument: str) -> None:
+    # 2**63 cannot be bound to a query: it once failed inside the database call with no word of what was wrong.
+    async with connected(tmp_path / "loom.db") as client:
+        await call(client, "append_events", events=[created("a")])
+        error = await error_of(client, "read_events", session_id="a", **{argument: 2**63})
+        assert argument in error and f"less than or equal to {2**63 - 1}" in error
+        largest = await call(client, "read_events", session_id="a", **{argument: 2**63 - 1})
+    assert len(events_of(largest)) == (0 if argument == "after_seq" else 1)
+
+
 @pytest.mark.parametrize("mode", IN_PROCESS_MODES)
 async def test_events_are_numbered_per_session_and_kept_as_sent(tmp_path: Path, mode: str) -> None:
     async with connected(tmp_path / "loom.db", mode) as client:

@@ -90,3 +90,23 @@ async def test_a_follower_opens_at_the_start_of_a_run_and_reads_older_runs_whole
     assert follower.cursor == forward[-1].seq  # following goes on from the newest event
     assert all(isinstance(r[0], RunStarted | SessionCreated) for r in runs)
     assert [e.seq for r in reversed(runs) for e in r] == [e.seq for e in forward]
+
+
+@pytest.mark.parametrize(
+    "cursor", [{"before_seq": 2**63}, {"after_seq": 2**63}, {"before_seq": 10**30}, {"after_seq": 10**30}]
+)
+async def test_a_cursor_past_the_stores_integers_is_refused_as_bad_input(
+    tmp_path: Path, cursor: dict[str, int]
+) -> None:
+    # A seq no 64-bit integer holds once reached SQLite and came back as "Error executing tool read_events".
+    (tmp_path / "work").mkdir()
+    async with embedded_runtime(tmp_path / "home") as runtime, SessionHost(runtime) as host:
+        async with runtime.open_session(tmp_path / "work", ScriptedModel.from_turns([])) as session:
+            session_id = session.id
+        async with Client(build_face(host)) as client:
+            result = await client.call_tool("read_events", {"session_id": session_id, **cursor})
+            fine = await call(client, "read_events", session_id=session_id, before_seq=2**63 - 1)
+    assert result.is_error
+    text = result.content[0].text if result.content and result.content[0].type == "text" else ""
+    assert f"less than or equal to {2**63 - 1}" in text and next(iter(cursor)) in text
+    assert [e["type"] for e in fine["events"]] == ["session_created"]
