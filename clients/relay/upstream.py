@@ -201,7 +201,9 @@ class Upstream:
         self, body: bytes, headers: Mapping[str, str], deadline: float | None, abort: Abort | None
     ) -> tuple[_Connection, http.client.HTTPResponse]:
         for attempt in (1, 2):
-            conn, reused = self._take()
+            # The second attempt never takes another idle connection: the daemon closed the first one, and the
+            # others, left idle as long, are likely closed too; a second stale one read as "daemon not running".
+            conn, reused = self._take(fresh=attempt == 2)
             try:
                 timeout = self._connect_timeout_s if deadline is None else min(self._connect_timeout_s, _left(deadline))
                 if conn.sock is None:
@@ -256,9 +258,13 @@ class Upstream:
                 lines.deadline = time.monotonic() + AFTER_ANSWER_S
         return reply
 
-    def _take(self) -> tuple[_Connection, bool]:
+    def _take(self, *, fresh: bool = False) -> tuple[_Connection, bool]:
         now = time.monotonic()
         with self._lock:
+            if fresh:
+                stale, self._idle = self._idle, []
+                for conn, _ in stale:
+                    conn.close()
             while self._idle:
                 conn, since = self._idle.pop()
                 if now - since < IDLE_S:
