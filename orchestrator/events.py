@@ -49,6 +49,15 @@ class SessionCreated(_EventBase):
     """Policy mode: ``ask``, ``accept-edits``, ``plan`` or ``bypass`` (see docs/permissions.md)."""
     headless: bool = False
     """Nobody answers this session's approvals: calls that policy would ask about are denied."""
+    parent_session_id: str = ""
+    """For a child session (started by a subagents tool): the session that started it; empty for a top-level one."""
+    parent_run_id: str = ""
+    """The parent's run that started it (empty when the parent had no run going)."""
+    agent: str = ""
+    """The agent definition the child was started as (empty: none)."""
+    request: dict[str, Any] | None = None
+    """What the child asked of its parent's bounds (its narrowing request, see
+    :class:`orchestrator.policy.narrowing.ChildRequest`), kept so that a reopened child is bounded the same way."""
 
 
 class SessionArchived(_EventBase):
@@ -188,6 +197,9 @@ class ApprovalRequested(_EventBase):
     kind: ApprovalKind = "policy"
     """``policy``: policy asks before a call; ``review``: a resumed run asks whether to run again a call
     that was in progress when Loom was interrupted (approve re-runs it, deny skips it)."""
+    child_session_id: str = ""
+    """Set on the copy shown on an ancestor's stream: the descendant session whose call waits (``run_id`` is then
+    the ancestor's run that started that child). Deciding ``approval_id`` answers the child's call."""
 
 
 class ApprovalDecided(_EventBase):
@@ -199,6 +211,8 @@ class ApprovalDecided(_EventBase):
     decision: Literal["approve_once", "approve_session", "deny"]
     reason: str = ""
     decided_by: str
+    child_session_id: str = ""
+    """As on :class:`ApprovalRequested`: the descendant whose call was decided, on an ancestor's stream."""
 
 
 class ServerFailed(_EventBase):
@@ -323,6 +337,70 @@ class ModeChanged(_EventBase):
     """The client that changed it (``tui``, ``cli``, ``mcp:NAME``)."""
 
 
+class ChildStarted(_EventBase):
+    """A child session's run began (a subagents ``spawn``, or a follow-up sent to a child), on the parent's stream."""
+
+    type: Literal["child_started"] = "child_started"
+    run_id: str
+    """The parent's run the child works for (empty when none was going)."""
+    child_session_id: str
+    child_run_id: str
+    agent: str = ""
+    """The agent definition the child runs as (empty: none)."""
+    goal: str
+    """The child's brief, cut to :data:`CHILD_TEXT_CHARS` characters."""
+    depth: int = 2
+    """The child's level in the tree (a top-level session is 1)."""
+
+
+class ChildActivity(_EventBase):
+    """What a running child is doing now (the tool it called), on the parent's stream.
+
+    Stored like any event, so that a client attaching later (or reading back) sees the fan-out as it went; a
+    model's history is never made of these.
+    """
+
+    type: Literal["child_activity"] = "child_activity"
+    run_id: str
+    child_session_id: str
+    child_run_id: str
+    step: int
+    tool: str
+    """The namespaced tool the child just called."""
+
+
+class ChildFinished(_EventBase):
+    """A child's run reached a final status, on the parent's stream."""
+
+    type: Literal["child_finished"] = "child_finished"
+    run_id: str
+    child_session_id: str
+    child_run_id: str
+    status: RunStatus
+    reason: str
+    steps: int
+    elapsed_s: float
+    final_text: str
+    """The child's answer, cut to :data:`CHILD_TEXT_CHARS` characters (the child's own stream has all of it)."""
+
+
+class AdvisorReviewed(_EventBase):
+    """The advisor model reviewed a batch of tool calls before policy decided them."""
+
+    type: Literal["advisor_reviewed"] = "advisor_reviewed"
+    run_id: str
+    step: int
+    call_ids: list[str]
+    verdict: Literal["approve", "warn", "reject", "error"]
+    """``error``: the advisor failed or answered malformed, so the batch went on to policy (fail-open)."""
+    reasons: list[str] = Field(default_factory=list)
+    model: str = ""
+
+
+CHILD_TEXT_CHARS = 2000
+"""How much of a child's brief or answer its parent's stream carries."""
+
+
 Event = Annotated[
     SessionCreated
     | SessionArchived
@@ -345,7 +423,11 @@ Event = Annotated[
     | ContextCompacted
     | CompactionFailed
     | ModelSwitched
-    | ModeChanged,
+    | ModeChanged
+    | ChildStarted
+    | ChildActivity
+    | ChildFinished
+    | AdvisorReviewed,
     Field(discriminator="type"),
 ]
 

@@ -90,6 +90,13 @@ class SessionInfo(BaseModel):
     context_ratio: float | None = None
     """The watermark: context_used / context_window. Past the model's threshold (0.8 by default) the session
     compacts before its next model call; compact_session does it on request."""
+    parent_session_id: str = ""
+    """For a child session (started by a subagents tool or create_session with a parent): the session that
+    started it. Empty for a top-level session; list_sessions gives the whole tree this way."""
+    parent_run_id: str = ""
+    """The parent's run that started the child."""
+    agent: str = ""
+    """The agent definition the child runs as (empty: none)."""
 
 
 class SessionList(BaseModel):
@@ -129,6 +136,9 @@ class ApprovalInfo(BaseModel):
     again, deny skips it)."""
     decision: str | None = None
     decided_by: str = ""
+    child_session_id: str = ""
+    """Set when the waiting call is a descendant's (a child session's): that session. ``session_id`` is then the
+    session the list was asked about, and deciding ``approval_id`` answers the child's call."""
 
 
 class ApprovalAnswer(BaseModel):

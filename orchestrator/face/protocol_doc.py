@@ -48,6 +48,7 @@ EVENT_GROUPS: tuple[tuple[str, Callable[[str], bool]], ...] = (
     ("Conversation and model", lambda t: t.endswith("_message") or t.startswith(("text_", "model_retry", "notice"))),
     ("Tools and servers", lambda t: t.startswith(("tool_", "server_"))),
     ("Approvals", lambda t: t.startswith("approval_")),
+    ("Children and the advisor", lambda t: t.startswith(("child_", "advisor_"))),
     ("Context", lambda t: t.startswith(("context_", "compaction_", "model_"))),
 )
 """Event groups, by ``type``; the first that matches wins, and anything new lands in "Other"."""

@@ -86,6 +86,9 @@ def _session(record: SessionRecord, state: str, waiting: Sequence[PendingApprova
             if record.context_used is not None and record.context_window
             else None
         ),
+        parent_session_id=record.parent_session_id,
+        parent_run_id=record.parent_run_id,
+        agent=record.agent,
     )
 
 

@@ -35,6 +35,12 @@ class SessionRecord(BaseModel):
     """The stored status of the session's newest run (None: it has none)."""
     last_run_owner: str = ""
     """The process recorded as driving that run (``PID:STARTTIME``)."""
+    parent_session_id: str = ""
+    """For a child session: the session that started it (empty for a top-level one)."""
+    parent_run_id: str = ""
+    """The parent's run that started it."""
+    agent: str = ""
+    """The agent definition the child runs as (empty: none)."""
 
 
 class RunRecord(BaseModel):

@@ -46,7 +46,7 @@ __all__ = [
 ]
 
 
-KNOWN_SCHEMAS = range(3, 7)
+KNOWN_SCHEMAS = range(3, 8)
 """Schema versions whose ``runs`` and ``events`` tables these reads match; a test keeps the top equal to the
 server's ``SCHEMA_VERSION``, so that a schema change cannot pass by this module unnoticed."""
 

@@ -317,13 +317,15 @@ class Database:
         # The newest run's status and owner come the same way, through ``runs_by_session``: what a list shows as
         # the session's status (failed, interrupted) without a query per session.
         sql = (
-            "SELECT id, created, cwd, model, mode, archived, context_window, title, "
+            "SELECT id, created, cwd, model, mode, archived, context_window, title, parent_session_id, parent_run_id, "
+            "agent, "
             "(SELECT body FROM events WHERE session_id=s.id AND type='context_watermark' ORDER BY seq DESC LIMIT 1), "
             "(SELECT COALESCE(MAX(seq),0) FROM events WHERE session_id=s.id), "
             "(SELECT status || ' ' || owner FROM runs WHERE session_id=s.id ORDER BY started DESC LIMIT 1) "
             "FROM sessions s " + clause
         )
-        keys = ("id", "created", "cwd", "model", "mode", "archived", "context_window", "title")
+        keys: tuple[str, ...] = ("id", "created", "cwd", "model", "mode", "archived", "context_window", "title")
+        keys += ("parent_session_id", "parent_run_id", "agent")
         keys_after = ("watermark", "last_seq", "last_run")
         rows = [dict(zip(keys + keys_after, row, strict=True)) for row in await self._fetch(sql, params)]
         for row in rows:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 __all__ = ["BASE_SCHEMA", "CALL_ID", "CALL_INDEX", "MIGRATIONS", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 MAX_INT = 2**63 - 1
 """SQLite's largest integer: a seq or limit past it cannot be bound, so the tools refuse it as bad input."""
 
@@ -65,6 +65,15 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         # A person's name for the session (``rename_session``); empty until one is given. Not an event: it is a
         # label, and changing it changes nothing a run sees.
         "ALTER TABLE sessions ADD COLUMN title TEXT NOT NULL DEFAULT ''",
+    ),
+    7: (
+        # A child session's place in the tree (started by a subagents tool): its parent session and the parent's
+        # run, and the agent definition it runs as. Empty for a top-level session. Indexed: a parent's children
+        # are listed whenever its run ends (to cancel those still going) and when a client shows the tree.
+        "ALTER TABLE sessions ADD COLUMN parent_session_id TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE sessions ADD COLUMN parent_run_id TEXT NOT NULL DEFAULT ''",
+        "ALTER TABLE sessions ADD COLUMN agent TEXT NOT NULL DEFAULT ''",
+        "CREATE INDEX IF NOT EXISTS sessions_by_parent ON sessions (parent_session_id) WHERE parent_session_id != ''",
     ),
 }
 """Statements that bring a database from the previous schema version to the key's version."""

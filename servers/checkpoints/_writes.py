@@ -34,8 +34,18 @@ def index_statement(e: dict[str, Any]) -> Statement | None:
     kind = e["type"]
     if kind == "session_created":
         return (
-            "INSERT INTO sessions (id, created, cwd, model, mode) VALUES (?,?,?,?,?)",
-            (e["session_id"], e["ts"], e.get("cwd", ""), e.get("model", ""), e.get("mode", "bypass")),
+            "INSERT INTO sessions (id, created, cwd, model, mode, parent_session_id, parent_run_id, agent) "
+            "VALUES (?,?,?,?,?,?,?,?)",
+            (
+                e["session_id"],
+                e["ts"],
+                e.get("cwd", ""),
+                e.get("model", ""),
+                e.get("mode", "bypass"),
+                e.get("parent_session_id", ""),
+                e.get("parent_run_id", ""),
+                e.get("agent", ""),
+            ),
         )
     if kind == "session_archived":
         return "UPDATE sessions SET archived=1 WHERE id=?", (e["session_id"],)

@@ -27,7 +27,7 @@ async def test_a_version_5_database_gains_titles_that_start_empty(tmp_path: Path
     with contextlib.closing(sqlite3.connect(path)) as conn:
         conn.executescript(V5_SCHEMA)
     async with Client(build_server(path)) as client:
-        assert (await call(client, "status"))["schema_version"] == SCHEMA_VERSION == 6
+        assert (await call(client, "status"))["schema_version"] == SCHEMA_VERSION
         old = (await call(client, "get_session", session_id="s_old"))["session"]
         assert old["title"] == ""
         assert (await call(client, "set_session_title", session_id="s_old", title="the old one"))["found"]
@@ -53,3 +53,27 @@ async def test_a_session_lists_its_newest_runs_status_and_owner(tmp_path: Path) 
         latest = (await call(client, "get_session", session_id="s"))["session"]
     assert (fresh["last_run_status"], fresh["last_run_owner"]) == (None, "")
     assert (latest["last_run_status"], latest["last_run_owner"]) == ("failed", "9:9")
+
+
+async def test_a_child_session_is_listed_with_its_parent_and_agent_and_an_old_file_gains_empty_links(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "loom.db"
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        conn.executescript(V5_SCHEMA)
+    child = {
+        "type": "session_created",
+        "session_id": "s_child",
+        "ts": 9.0,
+        "cwd": "/x",
+        "model": "m",
+        "parent_session_id": "s_old",
+        "parent_run_id": "r_old",
+        "agent": "reviewer",
+    }
+    async with Client(build_server(path)) as client:
+        await call(client, "append_events", events=[child])
+        listed = {s["id"]: s for s in (await call(client, "list_sessions"))["sessions"]}
+    assert (listed["s_old"]["parent_session_id"], listed["s_old"]["agent"]) == ("", "")
+    got = listed["s_child"]
+    assert (got["parent_session_id"], got["parent_run_id"], got["agent"]) == ("s_old", "r_old", "reviewer")
