@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", metavar="FILE", help="extra config file (model, mcpServers) read after the others")
 
     server = sub.add_parser("server", help="serve one of Loom's own MCP servers over stdio")
-    server.add_argument("name", choices=["fs", "shell", "memory", "checkpoints"], help="which server")
+    server.add_argument("name", choices=["fs", "shell", "memory", "checkpoints", "subagents"], help="which server")
     server.add_argument("args", nargs=argparse.REMAINDER, help="the server's own options, e.g. --root DIR")
 
     export = sub.add_parser("export", help="print a run's events as JSONL")
@@ -204,6 +204,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from servers import memory
 
             return memory.main(args.args)
+        if args.name == "subagents":  # child sessions on the running daemon: `--parent SESSION`
+            from servers import subagents
+
+            return subagents.main(args.args)
         from clients.cli.serve import serve_builtin
 
         return serve_builtin(args.name, args.args)

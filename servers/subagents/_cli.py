@@ -1,0 +1,84 @@
+"""``loom server subagents [--parent SESSION]``: the subagents tools over stdio, driving the running daemon.
+
+Children are sessions of the daemon (``loom serve``), so they outlive this process and every client sees them;
+without a daemon there is nothing to start them in, and the command says so rather than running one itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+import anyio
+
+from clients.loom import FaceError, LoomClient, daemon_running, open_client
+from orchestrator.home import loom_home
+from servers._stdio import serve_stdio
+
+__all__ = ["run"]
+
+
+def _connector(home: Path) -> contextlib.AbstractAsyncContextManager[LoomClient]:
+    return open_client(home, require_daemon=True, client_name="loom-subagents")
+
+
+class _Daemon:
+    """Opens a client of the daemon for ``home`` (one per tool call: the daemon may restart in between)."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+
+    @contextlib.asynccontextmanager
+    async def __call__(self) -> AsyncIterator[LoomClient]:
+        async with _connector(self.home) as loom:
+            yield loom
+
+
+async def _check_parent(connect: _Daemon, parent: str) -> str | None:
+    """Why ``parent`` cannot be the children's parent, or None."""
+    try:
+        async with connect() as loom:
+            await loom.get_session(parent)
+    except FaceError as exc:
+        return str(exc)
+    return None
+
+
+def run(argv: Sequence[str] | None = None) -> int:
+    """Serve the subagents tools over stdio.
+
+    Returns:
+        0 after a clean end; 2 when no daemon runs or the parent is unknown; 130 on Ctrl-C.
+    """
+    from servers.subagents._server import build_server
+
+    parser = argparse.ArgumentParser(
+        prog="loom server subagents",
+        description="Serve the subagents tools (spawn, wait, result, send, cancel) over MCP stdio, on the daemon.",
+    )
+    parser.add_argument(
+        "--parent",
+        metavar="SESSION",
+        help="the session whose children to start and manage (default: top-level sessions in this directory)",
+    )
+    args = parser.parse_args(argv)
+    home = loom_home()
+    if not daemon_running(home):
+        print(
+            f"loom server subagents: no Loom daemon is running for {home}; start `loom serve` first",
+            file=sys.stderr,
+        )
+        return 2
+    connect = _Daemon(home)
+    if args.parent:
+        problem = anyio.run(_check_parent, connect, args.parent)
+        if problem is not None:
+            print(f"loom server subagents: --parent {args.parent}: {problem}", file=sys.stderr)
+            return 2
+    cwd = Path.cwd()
+    return serve_stdio(
+        "subagents", lambda: build_server(connect, session_id=args.parent, cwd=cwd, home=home, project=cwd)
+    )

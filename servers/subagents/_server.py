@@ -1,0 +1,382 @@
+"""The subagents MCP server: spawn child sessions, wait for them, read their results, follow up, cancel.
+
+It drives Loom only through Loom's face, with the client library (:class:`clients.loom.LoomClient`): a child is a
+session like any other, so every client sees, attaches to and answers it. ``connect`` opens a client for one
+tool call: in-process, a connection to the host's own face; standalone (``loom server subagents``), the daemon's.
+
+A server belongs to one session (its children's parent) and acts only on that session's children, so a model
+cannot read, steer or cancel a session that is not its own child by passing its id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Annotated, Literal
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+from clients.loom import FaceError, LoomClient
+from orchestrator.agents import find_agents, render_agents
+from orchestrator.protocol import MAX_WAIT_S, RunInfo, SessionInfo
+from servers._tools import Binding, DeferredServer
+from servers._version import loom_version
+from servers.subagents._children import Child, Children, read_run_events
+from servers.subagents._summary import FINISHED, ChildState, child_state
+
+__all__ = ["Connect", "SubagentTools", "build_server", "main", "prepare_server"]
+
+Connect = Callable[[], AbstractAsyncContextManager[LoomClient]]
+"""Opens a client of Loom's face for one tool call."""
+
+MAX_WAIT_TOOL_S = 300.0
+"""The longest one wait call blocks: the model gets progress back at least this often."""
+MAX_SPAWN_MANY = 32
+MAX_TIMEOUT_S = 24 * 3600.0
+_SPAWN_AT_ONCE = 8
+"""Children spawn_many creates at the same time (each is a few store writes; more only queue)."""
+_APPROVAL_POLL_S = 1.0
+
+_CHANGES = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+_CANCEL = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+_READS = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+
+SPAWN_DESCRIPTION = """Start a child agent working on a goal; returns at once with its child_id.
+
+The child is a session of its own with a fresh context: it never sees this conversation, so the goal must say
+everything it needs (files, constraints, what to report). It can do at most what you may do: `allow` narrows its
+tools further (globs over tool names: fs__read, fs__*, shell__run), `agent` starts it as one of the roles below,
+`timeout_s` ends it with status timed_out. Then call wait for its result (its final answer, the files it changed,
+the commands it ran, its open questions), result to check on it, send for a follow-up, cancel to stop it."""
+
+SPAWN_MANY_DESCRIPTION = """Start several child agents at once, each as spawn would (see spawn for the agents).
+
+Returns at once: per child, in order, whether it started (with its child_id) or why not; one refused child does
+not stop the others. Then wait (mode "all") collects their results."""
+
+
+class ChildSpec(BaseModel):
+    """One child to start: spawn's arguments."""
+
+    goal: str = Field(min_length=1, max_length=100_000, description="the child's task, self-contained")
+    agent: str | None = Field(None, max_length=64, description="an agent definition's name (see spawn)")
+    allow: list[str] | None = Field(
+        None, max_length=64, description="tool-name globs the child may use (fs__read, shell__*); omit: yours"
+    )
+    model: str | None = Field(None, max_length=500, description="a model spec; omit: the agent's or yours")
+    max_steps: int = Field(30, ge=1, le=1000, description="model calls the child may make")
+    timeout_s: float = Field(600, gt=0, le=MAX_TIMEOUT_S, description="seconds before the child is stopped")
+
+
+class Spawned(BaseModel):
+    """A child that started."""
+
+    child_id: str
+    """The child's session id: for wait, result, send, cancel (and `loom attach CHILD`)."""
+    run_id: str
+    agent: str = ""
+    status: str
+
+
+class SpawnEntry(BaseModel):
+    """One of spawn_many's children: started, or why not."""
+
+    index: int
+    started: bool
+    child_id: str = ""
+    run_id: str = ""
+    agent: str = ""
+    status: str = ""
+    error: str = ""
+
+
+class SpawnedMany(BaseModel):
+    """What spawn_many started, in the order asked."""
+
+    children: list[SpawnEntry]
+    started: int
+    refused: int
+
+
+class WaitResult(BaseModel):
+    """Finished children's results, and how the others are getting on."""
+
+    finished: list[ChildState]
+    running: list[ChildState]
+    """Children still going when the wait ended: their progress (status, steps, current tool, elapsed)."""
+    waited_s: float
+    timed_out: bool
+    """The wait's own bound passed before what was waited for happened (the children go on)."""
+    note: str = ""
+
+
+def _refused(exc: FaceError) -> ToolError:
+    return ToolError(str(exc))
+
+
+class SubagentTools:
+    """The subagents tools of one parent session; they act on its children only.
+
+    Args:
+        connect: opens a client of Loom's face for one tool call.
+        session_id: the parent session (None standalone without ``--parent``: the children are top-level
+            sessions in ``cwd``, and only those this server started are its own).
+        cwd: where top-level children work when there is no parent.
+    """
+
+    def __init__(self, connect: Connect, *, session_id: str | None, cwd: Path) -> None:
+        self._connect = connect
+        self.session_id = session_id
+        self._cwd = cwd
+        self.children = Children(session_id)
+
+    @contextlib.asynccontextmanager
+    async def _face(self) -> AsyncIterator[LoomClient]:
+        try:
+            async with self._connect() as loom:
+                yield loom
+        except FaceError as exc:
+            raise _refused(exc) from exc
+
+    async def _start(self, loom: LoomClient, spec: ChildSpec) -> Spawned:
+        where = {"cwd": ""} if self.session_id else {"cwd": str(self._cwd)}
+        asked = {"parent_session_id": self.session_id, "agent": spec.agent, "allow": spec.allow, "model": spec.model}
+        # Omitted rather than null: the face then applies its own defaults (the parent's mode, the agent's model).
+        arguments = where | {k: v for k, v in asked.items() if v is not None}
+        child = await loom.call("create_session", SessionInfo, **arguments)
+        run = await loom.call(
+            "send_message",
+            RunInfo,
+            session_id=child.session_id,
+            text=spec.goal,
+            max_steps=spec.max_steps,
+            timeout_s=spec.timeout_s,
+        )
+        self.children.track(child.session_id, Child(run.run_id, child.agent or spec.agent or "", 0, run.status))
+        return Spawned(child_id=child.session_id, run_id=run.run_id, agent=child.agent, status=run.status)
+
+    async def spawn(
+        self,
+        goal: str = Field(min_length=1, max_length=100_000, description="the child's task, self-contained"),
+        agent: str | None = Field(None, max_length=64, description="an agent definition's name (listed above)"),
+        allow: Annotated[
+            list[str] | None,
+            Field(max_length=64, description="tool-name globs the child may use (fs__read, shell__*); omit: yours"),
+        ] = None,
+        model: Annotated[
+            str | None, Field(max_length=500, description="a model spec; omit: the agent's or yours")
+        ] = None,
+        max_steps: Annotated[int, Field(ge=1, le=1000, description="model calls the child may make")] = 30,
+        timeout_s: Annotated[
+            float, Field(gt=0, le=MAX_TIMEOUT_S, description="seconds before the child is stopped")
+        ] = 600,
+    ) -> Spawned:
+        """Start a child agent (the description is set per server: it lists the agents)."""
+        spec = ChildSpec(goal=goal, agent=agent, allow=allow, model=model, max_steps=max_steps, timeout_s=timeout_s)
+        async with self._face() as loom:
+            return await self._start(loom, spec)
+
+    async def spawn_many(
+        self, children: Annotated[list[ChildSpec], Field(min_length=1, max_length=MAX_SPAWN_MANY)]
+    ) -> SpawnedMany:
+        """Start several child agents at once (the description is set per server)."""
+        entries: list[SpawnEntry | None] = [None] * len(children)
+        limiter = anyio.CapacityLimiter(_SPAWN_AT_ONCE)
+
+        async def one(index: int, spec: ChildSpec, loom: LoomClient) -> None:
+            async with limiter:
+                try:
+                    done = await self._start(loom, spec)
+                except FaceError as exc:
+                    entries[index] = SpawnEntry(index=index, started=False, error=str(exc))
+                    return
+            entries[index] = SpawnEntry(index=index, started=True, **done.model_dump())
+
+        async with self._face() as loom, anyio.create_task_group() as group:
+            for index, spec in enumerate(children):
+                group.start_soon(one, index, spec, loom)
+        made = [e for e in entries if e is not None]
+        started = sum(e.started for e in made)
+        return SpawnedMany(children=made, started=started, refused=len(made) - started)
+
+    async def _state(self, loom: LoomClient, child_id: str, child: Child) -> ChildState:
+        run = await loom.get_run(child.run_id)
+        events = await read_run_events(loom, child_id, child.after_seq)
+        state = child_state(
+            child_id,
+            child.run_id,
+            events,
+            status=run.status,
+            reason=run.reason,
+            final_text=run.final_text,
+            agent=child.agent,
+            pending_approvals=run.pending_approvals,
+        )
+        child.status = state.status
+        return state
+
+    async def wait(
+        self,
+        child_ids: Annotated[
+            list[str] | None,
+            Field(max_length=256, description="children to wait for; omit: every child of yours still going"),
+        ] = None,
+        mode: Literal["any", "all"] = Field("all", description="return when any of them ends, or when all have"),
+        timeout_s: float = Field(120, ge=0, le=MAX_WAIT_TOOL_S, description="the longest this call waits"),
+    ) -> WaitResult:
+        """Wait for children to finish, at most timeout_s; returns finished ones' results and the others' progress.
+
+        A result is the child's final answer with its status (completed, failed, cancelled, timed_out,
+        interrupted), reason, steps, elapsed time, files changed, commands run and open questions. Children still
+        going when the wait ends keep going; wait again, or cancel them.
+        """
+        started = anyio.current_time()
+        async with self._face() as loom:
+            chosen = await self.children.resolve(loom, child_ids)
+            if not chosen:
+                return WaitResult(finished=[], running=[], waited_s=0.0, timed_out=False, note="no child is running")
+            ended: set[str] = set()
+
+            async def watch(child_id: str, child: Child, group: anyio.abc.TaskGroup) -> None:
+                while True:
+                    left = started + timeout_s - anyio.current_time()
+                    run = await loom.get_run(child.run_id, wait_s=max(0.0, min(MAX_WAIT_S, left)))
+                    if run.status in FINISHED:
+                        ended.add(child_id)
+                        if mode == "any":
+                            group.cancel_scope.cancel()
+                        return
+                    if left <= 0:
+                        return
+                    if run.status not in ("running", "queued"):  # awaiting an approval: get_run returns at once
+                        await anyio.sleep(min(_APPROVAL_POLL_S, left))
+
+            with anyio.move_on_after(timeout_s + 5):  # get_run's own bound ends each watch; this is a backstop
+                async with anyio.create_task_group() as group:
+                    for child_id, child in chosen.items():
+                        group.start_soon(watch, child_id, child, group)
+            states = await self._states(loom, chosen)
+        waited = round(anyio.current_time() - started, 3)
+        finished = [s for s in states if s.finished]
+        running = [s for s in states if not s.finished]
+        met = bool(finished) if mode == "any" else not running
+        asking = [s.child_id for s in running if s.pending_approvals]
+        # Said in words: a child that waits for a person is not stuck, and waiting longer will not move it.
+        note = (
+            f"waiting for an approval (answered by whoever is attached to this session): {', '.join(asking)}"
+            if asking
+            else ""
+        )
+        return WaitResult(finished=finished, running=running, waited_s=waited, timed_out=not met, note=note)
+
+    async def _states(self, loom: LoomClient, chosen: dict[str, Child]) -> list[ChildState]:
+        states: dict[str, ChildState] = {}
+
+        async def one(child_id: str, child: Child) -> None:
+            states[child_id] = await self._state(loom, child_id, child)
+
+        async with anyio.create_task_group() as group:
+            for child_id, child in chosen.items():
+                group.start_soon(one, child_id, child)
+        return [states[child_id] for child_id in chosen]
+
+    async def result(self, child_id: str = Field(min_length=1, max_length=200)) -> ChildState:
+        """A child's result if its run has ended, else its progress (status, steps so far, current tool, elapsed)."""
+        async with self._face() as loom:
+            child = await self.children.own(loom, child_id)
+            return await self._state(loom, child_id, child)
+
+    async def send(
+        self,
+        child_id: str = Field(min_length=1, max_length=200),
+        message: str = Field(
+            min_length=1, max_length=100_000, description="the follow-up; the child keeps its context"
+        ),
+        max_steps: int = Field(30, ge=1, le=1000),
+        timeout_s: float = Field(600, gt=0, le=MAX_TIMEOUT_S),
+    ) -> Spawned:
+        """Give a finished child a follow-up: a new run of it, with everything it did so far in its context."""
+        async with self._face() as loom:
+            child = await self.children.own(loom, child_id)
+            before = await self._state(loom, child_id, child)
+            if not before.finished:
+                raise ToolError(f"child {child_id} is still {before.status}; wait for it or cancel it first")
+            last_seq = (await loom.get_session(child_id)).last_seq
+            run = await loom.call(
+                "send_message", RunInfo, session_id=child_id, text=message, max_steps=max_steps, timeout_s=timeout_s
+            )
+            self.children.track(child_id, Child(run.run_id, child.agent, last_seq, run.status))
+            return Spawned(child_id=child_id, run_id=run.run_id, agent=child.agent, status=run.status)
+
+    async def cancel(self, child_id: str = Field(min_length=1, max_length=200)) -> ChildState:
+        """Stop a child's run; returns its final state (a child that already ended is left as it is)."""
+        async with self._face() as loom:
+            child = await self.children.own(loom, child_id)
+            with contextlib.suppress(FaceError):  # it ended meanwhile: its state says how
+                await loom.cancel_run(child.run_id)
+            return await self._state(loom, child_id, child)
+
+
+def _descriptions(home: Path, project: Path | None) -> tuple[str, str]:
+    """The descriptions of spawn and spawn_many, spawn's listing the agent definitions found."""
+    catalog = find_agents(home, project)
+    listing = render_agents(list(catalog.agents.values()))
+    if listing:
+        agents = f"\n\nAgents (pass the name as `agent`):\n{listing}"
+    else:
+        agents = "\n\nNo agent definitions are installed ($LOOM_HOME/agents/*.md, .loom/agents/*.md)."
+    return SPAWN_DESCRIPTION + agents, SPAWN_MANY_DESCRIPTION
+
+
+def prepare_server(
+    connect: Connect, *, session_id: str | None, cwd: Path, home: Path, project: Path | None
+) -> DeferredServer:
+    """The ``subagents`` server of one session, its ``MCPServer`` built on first use.
+
+    Args:
+        connect: opens a client of Loom's face (a tool call holds one for as long as it runs).
+        session_id: the parent session; None for top-level children in ``cwd``.
+        cwd: the working directory of top-level children.
+        home: Loom's home, whose ``agents/`` definitions spawn's description lists.
+        project: the project whose ``.loom/agents/`` are listed too.
+    """
+    tools = SubagentTools(connect, session_id=session_id, cwd=cwd)
+    spawn, spawn_many = _descriptions(home, project)
+
+    def make(bound: list[Tool]) -> MCPServer:
+        return MCPServer(
+            "subagents",
+            version=loom_version(),
+            instructions="Child agents: spawn them, wait for their results, follow up, cancel.",
+            tools=bound,
+            log_level="WARNING",
+        )
+
+    bindings = [
+        Binding(tools.spawn, "spawn", spawn, _CHANGES),
+        Binding(tools.spawn_many, "spawn_many", spawn_many, _CHANGES),
+        Binding(tools.wait, "wait", None, _READS),
+        Binding(tools.result, "result", None, _READS),
+        Binding(tools.send, "send", None, _CHANGES),
+        Binding(tools.cancel, "cancel", None, _CANCEL),
+    ]
+    return DeferredServer("subagents", bindings, make)
+
+
+def build_server(connect: Connect, *, session_id: str | None, cwd: Path, home: Path, project: Path | None) -> MCPServer:
+    """The ``subagents`` server, built now (`prepare_server` defers it)."""
+    return prepare_server(connect, session_id=session_id, cwd=cwd, home=home, project=project).build()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``loom server subagents [--parent SESSION]``: the tools over stdio, driving the running daemon."""
+    from servers.subagents._cli import run
+
+    return run(argv)
