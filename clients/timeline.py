@@ -7,6 +7,7 @@ models are imported, so ``loom trace`` reading the store directly still imports 
 from __future__ import annotations
 
 import json
+import unicodedata
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -16,6 +17,9 @@ from orchestrator.events import (
     ApprovalDecided,
     ApprovalRequested,
     AssistantMessage,
+    ChildActivity,
+    ChildFinished,
+    ChildStarted,
     Event,
     ModelRetry,
     Notice,
@@ -28,9 +32,12 @@ from orchestrator.events import (
     UserMessage,
 )
 
-__all__ = ["EntryKind", "TraceEntry", "build_timeline", "render_timeline"]
+__all__ = ["EntryKind", "TraceEntry", "build_timeline", "child_label", "first_line", "render_timeline"]
 
-EntryKind = Literal["run", "user", "model_call", "model_retry", "tool_call", "approval", "notice", "error"]
+EntryKind = Literal[
+    "run", "user", "model_call", "model_retry", "tool_call", "approval", "notice", "error", "child", "child_tool"
+]
+"""``child``: a child session's run (from its start, with its final status); ``child_tool``: a tool it called."""
 
 
 class TraceEntry(BaseModel):
@@ -59,6 +66,9 @@ def build_timeline(events: Sequence[Event], run_id: str) -> list[TraceEntry]:
     mine += [e for e in events if isinstance(e, ServerFailed) and t0 <= e.ts <= t_end]
     started: dict[str, ToolCallStarted] = {}
     asked: dict[str, ApprovalRequested] = {}
+    children: dict[str, ChildStarted] = {}
+    """child_run_id -> its start, until it finishes."""
+    agents: dict[str, str] = {}
     entries: list[TraceEntry] = []
 
     def add(start: float, **fields: Any) -> None:
@@ -101,10 +111,29 @@ def build_timeline(events: Sequence[Event], run_id: str) -> list[TraceEntry]:
             )
         elif isinstance(e, ApprovalRequested):
             asked[e.approval_id] = e
+        elif isinstance(e, ChildStarted):
+            children[e.child_run_id] = e
+            agents[e.child_session_id] = e.agent
+        elif isinstance(e, ChildActivity):
+            who = child_label(agents.get(e.child_session_id, ""), e.child_session_id)
+            add(e.ts, kind="child_tool", step=e.step, name=e.tool, status="called", detail=who)
+        elif isinstance(e, ChildFinished):
+            spawn = children.pop(e.child_run_id, None)
+            why = f" ({_short(e.reason)})" if e.reason and e.status != "completed" else ""
+            add(
+                e.ts - e.elapsed_s,
+                kind="child",
+                name=agents.get(e.child_session_id, "") or "child",
+                duration_ms=round(e.elapsed_s * 1000, 3),
+                status=e.status,
+                detail=f"{e.child_session_id}: {first_line(spawn.goal) if spawn else ''}{why}".rstrip(": "),
+            )
         elif isinstance(e, ApprovalDecided):
             request = asked.pop(e.approval_id, None)
             start = request.ts if request is not None else e.ts
             why = f": {e.reason}" if e.reason else ""
+            if e.child_session_id:
+                why += f" (child {e.child_session_id})"
             add(
                 start,
                 kind="approval",
@@ -123,6 +152,9 @@ def build_timeline(events: Sequence[Event], run_id: str) -> list[TraceEntry]:
         add(begun.ts, kind="tool_call", step=begun.step, name=begun.tool, status="unfinished", detail=call_id)
     for request in asked.values():
         add(request.ts, kind="approval", name=request.tool, status="undecided", detail=_short(request.reason))
+    for child in children.values():  # started, not finished when the events were read
+        detail = f"{child.child_session_id}: {first_line(child.goal)}"
+        add(child.ts, kind="child", name=child.agent or "child", status="unfinished", detail=detail)
     entries.sort(key=lambda x: x.at_s)
     return entries
 
@@ -137,11 +169,29 @@ def render_timeline(run: dict[str, Any], entries: Sequence[TraceEntry]) -> str:
             "model_call": "model",
             "tool_call": "tool",
             "model_retry": "retry",
+            "child_tool": "ch.tool",
         }.get(x.kind, x.kind)
         lines.append(
             f"{x.at_s:>9.3f}s {duration}  {label:<8} {step:<4} {x.name:<24} {x.status:<18} {x.detail}".rstrip()
         )
     return "\n".join(lines) + "\n"
+
+
+def first_line(text: str, limit: int = 100) -> str:
+    """The first non-empty line of ``text`` (a child's goal or answer), safe to print: no control characters."""
+    line = next((part for part in text.strip().splitlines() if part.strip()), "")
+    return _short(_printable(line[: limit * 2]), limit)
+
+
+def child_label(agent: str, child_session_id: str) -> str:
+    """A child as a line names it: ``child 'reviewer' s_1a2b3c4d5e6f`` (agent names come from anyone's files)."""
+    agent = _short(_printable(agent), 40)
+    return f"child '{agent}' {child_session_id}" if agent else f"child {child_session_id}"
+
+
+def _printable(text: str) -> str:
+    """``text`` without control or format characters (an escape sequence never reaches a terminal)."""
+    return "".join(c if unicodedata.category(c)[0] != "C" else " " for c in text)
 
 
 def _error_detail(event: ToolCallFinished) -> str:

@@ -6,8 +6,12 @@ import json
 import sys
 from typing import TextIO
 
+from clients.timeline import child_label, first_line
 from orchestrator.events import (
     AssistantMessage,
+    ChildActivity,
+    ChildFinished,
+    ChildStarted,
     ContextCompacted,
     ContextWatermark,
     Event,
@@ -49,6 +53,8 @@ class TerminalRenderer:
         """The (run, step) whose text arrived as deltas; stored events alone (attach) carry none."""
         self._watermark: ContextWatermark | None = None
         self._warned = False
+        self._agents: dict[str, str] = {}
+        """child_session_id -> its agent, from its child_started (later lines about it name it too)."""
 
     def __call__(self, event: Event) -> None:
         """Print one event."""
@@ -91,11 +97,28 @@ class TerminalRenderer:
             )
         elif isinstance(event, ModelSwitched):
             self._status(f"model switched to {event.model} (window {event.window:,} tokens)")
+        elif isinstance(event, ChildStarted | ChildActivity | ChildFinished):
+            self._status(self.child_line(event))
         elif isinstance(event, RunFinished):
             self._end_line()
             if self._watermark is not None:
                 self._status(f"context {watermark_text(self._watermark)}")
             self._status(_finish_line(event))
+
+    def child_line(self, event: ChildStarted | ChildActivity | ChildFinished) -> str:
+        """One short line about a child: its start and goal, a tool it called, or its end with why and its answer."""
+        if isinstance(event, ChildStarted):
+            self._agents[event.child_session_id] = event.agent
+        who = child_label(self._agents.get(event.child_session_id, ""), event.child_session_id)
+        if isinstance(event, ChildStarted):
+            return f"{who} started: {first_line(event.goal)}"
+        if isinstance(event, ChildActivity):
+            return f"{who} step {event.step}: {event.tool}"
+        steps = f"{event.steps} step{'s' if event.steps != 1 else ''}, {event.elapsed_s:.1f}s"
+        if event.status == "completed":
+            answer = first_line(event.final_text)
+            return f"{who} completed ({steps})" + (f": {answer}" if answer else "")
+        return f"{who} {event.status} ({steps}): {first_line(event.reason, 200)}"
 
     def _end_line(self) -> None:
         if self._mid_line:

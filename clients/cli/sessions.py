@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from clients.cli.exits import EXIT_FAILED, EXIT_OK
@@ -72,21 +72,63 @@ def _list_sessions(rows: Sequence[SessionInfo | SessionRow]) -> int:
     if not rows:
         return write_out("no sessions\n")
     columns = _SESSION_COLUMNS
+    tree = _as_tree(rows)
+    rows = [s for s, _ in tree]
+    ids = [guide + s.session_id for s, guide in tree]
     # Cleaned again here: whoever wrote the store, an escape sequence in a title never reaches the terminal.
-    titles = [_cut(clean_title(s.title), TITLE_CELL) for s in rows]
+    titles = [_cut(_title_of(s, clean_title), TITLE_CELL) for s in rows]
     titled = any(titles)
     # Columns as wide as their widest cell, so that a long mode (accept-edits) or model keeps them aligned.
     wide = [max(len(head), *(len(getattr(s, key)) for s in rows)) for key, head in columns]
+    wide[0] = max(wide[0], *map(len, ids))
     if titled:
         wide.append(max(len("TITLE"), *map(len, titles)))
     head = [name for _, name in columns] + (["TITLE"] if titled else [])
     lines = [_session_line(head[:-1] if titled else head, wide, "CTX", "CWD", head[-1] if titled else None)]
-    for s, title in zip(rows, titles, strict=True):
+    for s, title, shown_id in zip(rows, titles, ids, strict=True):
         flag = " (archived)" if s.archived else ""
         context = f"{s.context_ratio:.0%}" if s.context_ratio is not None else "-"
         cells = [getattr(s, key) for key, _ in columns]
+        cells[0] = shown_id
         lines.append(_session_line(cells, wide, context, f"{s.cwd}{flag}", title if titled else None))
     return write_out("".join(lines))
+
+
+def _as_tree(rows: Sequence[SessionInfo | SessionRow]) -> list[tuple[SessionInfo | SessionRow, str]]:
+    """The rows with each child right under the session that started it (in the order started), and its guide.
+
+    The list stays newest first at the top level; a child whose parent is not listed stays at the top level.
+    """
+    listed = {s.session_id for s in rows}
+    kids: dict[str, list[SessionInfo | SessionRow]] = {}
+    for s in reversed(rows):  # oldest first: children in the order they were started
+        parent = getattr(s, "parent_session_id", "")  # a peek row (no daemon) predates the tree: flat
+        if parent and parent in listed and parent != s.session_id:
+            kids.setdefault(parent, []).append(s)
+    out: list[tuple[SessionInfo | SessionRow, str]] = []
+    seen: set[str] = set()
+
+    def walk(s: SessionInfo | SessionRow, guide: str, depth: int) -> None:
+        seen.add(s.session_id)
+        out.append((s, guide))
+        for kid in kids.get(s.session_id, []):
+            if kid.session_id not in seen:
+                walk(kid, "  " * depth + "└ ", depth + 1)
+
+    for s in rows:
+        if s.session_id not in seen and getattr(s, "parent_session_id", "") not in listed:
+            walk(s, "", 0)
+    for s in rows:  # a cycle in what the store says (never written by Loom) is still listed, flat
+        if s.session_id not in seen:
+            walk(s, "", 0)
+    return out
+
+
+def _title_of(session: SessionInfo | SessionRow, clean: Callable[[str], str]) -> str:
+    """Its title; a child's agent before it (``[reviewer] …``), as the agent names it best."""
+    title = clean(session.title)
+    agent = clean(getattr(session, "agent", "") or "")
+    return f"[{agent}] {title}".rstrip() if agent else title
 
 
 _SESSION_COLUMNS = (("session_id", "SESSION"), ("status", "STATUS"), ("mode", "MODE"), ("model", "MODEL"))
@@ -148,7 +190,8 @@ def attach(args: argparse.Namespace) -> int:
                 else:
                     renderer(event)
                     if event.type == "approval_requested":
-                        sys.stderr.write(f"loom: approval needed: loom approve {event.approval_id}\n")
+                        whose = f" ({event.child_session_id}'s {event.tool})" if event.child_session_id else ""
+                        sys.stderr.write(f"loom: approval needed{whose}: loom approve {event.approval_id}\n")
             sys.stdout.flush()
             if args.no_follow and not any(e.seq is not None for e in events):
                 return EXIT_OK
