@@ -397,6 +397,92 @@ class AdvisorReviewed(_EventBase):
     model: str = ""
 
 
+TaskState = Literal["pending", "ready", "running", "reviewing", "passed", "failed", "blocked", "cancelled"]
+"""Where one task of an orchestration's graph is. ``pending``: a dependency has not passed yet; ``ready``: waiting
+for an executor slot; ``running``: an executor child works on it; ``reviewing``: a reviewer child checks the result;
+``passed``, ``failed`` (out of attempts), ``blocked`` (a dependency failed) and ``cancelled`` are final."""
+
+OrchestrationStatus = Literal["passed", "failed", "cancelled"]
+"""How an orchestration ended: every task passed, some task failed or was blocked, or it was cancelled."""
+
+
+class PlannedTask(BaseModel):
+    """One task of an orchestration's graph, as the planner wrote it (after validation)."""
+
+    id: str
+    title: str
+    brief: str
+    """What the executor is asked to do: its whole context, since a child never sees its parent's history."""
+    depends_on: list[str] = Field(default_factory=list)
+    """Ids of the tasks that must pass before this one starts."""
+    criteria: list[str] = Field(default_factory=list)
+    """Acceptance criteria the reviewer checks the result against."""
+
+
+class OrchestrationStarted(_EventBase):
+    """An orchestration began in this session: a goal to plan as a task graph and carry out with child sessions."""
+
+    type: Literal["orchestration_started"] = "orchestration_started"
+    orchestration_id: str
+    goal: str
+    max_parallel: int
+    """Executors running at once, at most."""
+    task_timeout_s: float
+    """Each executor's and reviewer's run is cancelled past this."""
+    max_attempts: int
+    """Executor attempts per task (a failed review or run re-queues it until then)."""
+
+
+class TaskGraphPlanning(_EventBase):
+    """A planner child was started to write the orchestration's task graph (recorded so a restart waits for it)."""
+
+    type: Literal["task_graph_planning"] = "task_graph_planning"
+    orchestration_id: str
+    attempt: int
+    child_session_id: str
+    child_run_id: str
+
+
+class TaskGraphPlanned(_EventBase):
+    """The orchestration's task graph, validated; every task starts ``pending``."""
+
+    type: Literal["task_graph_planned"] = "task_graph_planned"
+    orchestration_id: str
+    tasks: list[PlannedTask]
+    planner_session_id: str = ""
+    """The planner child that wrote it (empty: the graph was given, not planned)."""
+
+
+class TaskStateChanged(_EventBase):
+    """One task of an orchestration moved to ``state``."""
+
+    type: Literal["task_state_changed"] = "task_state_changed"
+    orchestration_id: str
+    task_id: str
+    state: TaskState
+    attempt: int = 0
+    """The executor attempt this transition belongs to (1 for the first; 0 before any)."""
+    child_session_id: str = ""
+    child_run_id: str = ""
+    """``running``: the executor child; ``reviewing``: the reviewer child."""
+    reason: str = ""
+    """Why (a failed run's reason, a dependency that failed, a verdict)."""
+    findings: list[str] = Field(default_factory=list)
+    """The reviewer's findings: on ``ready`` after a failed review they go into the next attempt's brief."""
+    result: str = ""
+    """``reviewing`` and ``passed``: the executor's answer, cut to 2,000 characters (``CHILD_TEXT_CHARS``)."""
+
+
+class OrchestrationFinished(_EventBase):
+    """An orchestration ended; ``counts`` gives its tasks by final state."""
+
+    type: Literal["orchestration_finished"] = "orchestration_finished"
+    orchestration_id: str
+    status: OrchestrationStatus
+    reason: str
+    counts: dict[str, int] = Field(default_factory=dict)
+
+
 CHILD_TEXT_CHARS = 2000
 """How much of a child's brief or answer its parent's stream carries."""
 
@@ -427,7 +513,12 @@ Event = Annotated[
     | ChildStarted
     | ChildActivity
     | ChildFinished
-    | AdvisorReviewed,
+    | AdvisorReviewed
+    | OrchestrationStarted
+    | TaskGraphPlanning
+    | TaskGraphPlanned
+    | TaskStateChanged
+    | OrchestrationFinished,
     Field(discriminator="type"),
 ]
 

@@ -49,6 +49,7 @@ EVENT_GROUPS: tuple[tuple[str, Callable[[str], bool]], ...] = (
     ("Tools and servers", lambda t: t.startswith(("tool_", "server_"))),
     ("Approvals", lambda t: t.startswith("approval_")),
     ("Children and the advisor", lambda t: t.startswith(("child_", "advisor_"))),
+    ("Orchestration", lambda t: t.startswith(("orchestration_", "task_"))),
     ("Context", lambda t: t.startswith(("context_", "compaction_", "model_"))),
 )
 """Event groups, by ``type``; the first that matches wins, and anything new lands in "Other"."""
