@@ -1,0 +1,169 @@
+"""What the orchestration controller needs of the runtime: start child sessions, wait for them, record events.
+
+The controller (:mod:`orchestrator.agents.orchestrate`) is written against :class:`Children`, a small protocol,
+so that it runs the same over any implementation: :class:`FaceChildren` drives children through Loom's face
+(a :class:`FaceClient` such as :class:`clients.loom.LoomClient`, in-process or a daemon's), and the tests run
+it over a plain deterministic implementation. A child is named by its :class:`ChildHandle` (session and run),
+which the controller records before it waits, so a restarted controller waits for the same child, resumed by
+the host like any run, instead of starting another.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import anyio
+
+from orchestrator.events import Event
+
+__all__ = ["FINAL_RUN_STATUSES", "ChildHandle", "ChildOutcome", "ChildSpec", "Children", "FaceChildren", "FaceClient"]
+
+FINAL_RUN_STATUSES = frozenset({"completed", "failed", "cancelled"})
+"""Run statuses a child's run does not leave (``interrupted`` and ``needs_review`` runs are resumed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChildSpec:
+    """One child to start.
+
+    Attributes:
+        agent: The agent definition it runs as (``planner``, ``executor``, ``reviewer`` or a user's).
+        goal: Its first message: its whole brief.
+        timeout_s: Its run's own deadline; past it the run is cancelled and ends ``failed``.
+        label: Who it is in the orchestration (``orch_1/parser/2/executor``), for titles and logs.
+        max_steps: Its step budget, or None for the definition's (else the face's default).
+    """
+
+    agent: str
+    goal: str
+    timeout_s: float
+    label: str
+    max_steps: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChildHandle:
+    """A started child: its session and the run working on its goal."""
+
+    session_id: str
+    run_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChildOutcome:
+    """How a child's run ended: ``completed``, ``failed`` or ``cancelled``, its reason and its answer."""
+
+    status: str
+    final_text: str = ""
+    reason: str = ""
+
+
+class Children(Protocol):
+    """The runtime as the controller sees it."""
+
+    async def spawn(self, spec: ChildSpec) -> ChildHandle:
+        """Start a child session of the orchestrating session and its run; return at once."""
+        ...
+
+    async def wait(self, child: ChildHandle, timeout_s: float) -> ChildOutcome | None:
+        """The child's outcome once its run ends, or None if it has not within ``timeout_s``."""
+        ...
+
+    async def cancel(self, child: ChildHandle) -> None:
+        """Cancel the child's run (nothing if it ended)."""
+        ...
+
+    async def append(self, events: Sequence[Event]) -> None:
+        """Store events in the orchestrating session's log (then they are published, like any)."""
+        ...
+
+
+class FaceRun(Protocol):
+    """The part of the face's ``RunInfo`` the adapter reads."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def final_text(self) -> str: ...
+
+
+class FaceSession(Protocol):
+    """The part of the face's ``SessionInfo`` the adapter reads."""
+
+    @property
+    def session_id(self) -> str: ...
+
+
+class FaceClient(Protocol):
+    """The face's tools the adapter calls, with the child-session arguments of issue 15 (``LoomClient``'s)."""
+
+    async def create_session(self, cwd: str, **options: Any) -> FaceSession: ...  # noqa: D102
+    async def send_message(self, session_id: str, text: str, **options: Any) -> FaceRun: ...  # noqa: D102
+    async def get_run(self, run_id: str, *, wait_s: float = 0) -> FaceRun: ...  # noqa: D102
+    async def cancel_run(self, run_id: str) -> FaceRun: ...  # noqa: D102
+
+
+WAIT_SLICE_S = 30.0
+"""One ``get_run`` long-poll: the face bounds each call (60 s), so a long wait is a loop of them."""
+
+
+class FaceChildren:
+    """:class:`Children` through Loom's face: each child a session whose parent is the orchestrating session.
+
+    Args:
+        client: A face client (``LoomClient``) to the host running the orchestrating session.
+        session_id: The orchestrating session: the children's parent, whose log the events go to.
+        append: How events reach that log (in-process, the host's event log; the face has no tool for it).
+        headless: Start the children headless (what would ask is denied); None inherits the parent's.
+    """
+
+    def __init__(
+        self,
+        client: FaceClient,
+        session_id: str,
+        append: Callable[[Sequence[Event]], Awaitable[None]],
+        *,
+        headless: bool | None = None,
+    ) -> None:
+        self.client = client
+        self.session_id = session_id
+        self._append = append
+        self.headless = headless
+
+    async def spawn(self, spec: ChildSpec) -> ChildHandle:
+        """Create the child session (cwd the parent's) and send it its goal with its deadline."""
+        options: dict[str, Any] = {"parent_session_id": self.session_id, "agent": spec.agent}
+        if self.headless is not None:
+            options["headless"] = self.headless
+        session = await self.client.create_session("", **options)
+        steps = {"max_steps": spec.max_steps} if spec.max_steps is not None else {}
+        run = await self.client.send_message(session.session_id, spec.goal, timeout_s=spec.timeout_s, **steps)
+        return ChildHandle(session.session_id, run.run_id)
+
+    async def wait(self, child: ChildHandle, timeout_s: float) -> ChildOutcome | None:
+        """Poll ``get_run`` in bounded slices until the run ends or ``timeout_s`` passes."""
+        deadline = anyio.current_time() + timeout_s if math.isfinite(timeout_s) else math.inf
+        while True:
+            left = deadline - anyio.current_time()
+            run = await self.client.get_run(child.run_id, wait_s=max(0.0, min(WAIT_SLICE_S, left)))
+            if run.status in FINAL_RUN_STATUSES:
+                return ChildOutcome(run.status, run.final_text, run.reason)
+            if anyio.current_time() >= deadline:
+                return None
+            if run.status in ("interrupted", "needs_review", "awaiting_approval"):
+                await anyio.sleep(min(1.0, max(0.0, left)))  # get_run returns at once for these: do not spin
+
+    async def cancel(self, child: ChildHandle) -> None:
+        """Cancel the child's run through the face."""
+        await self.client.cancel_run(child.run_id)
+
+    async def append(self, events: Sequence[Event]) -> None:
+        """Hand the events to the log callable given at construction."""
+        await self._append(events)

@@ -1,0 +1,428 @@
+"""The orchestration controller: plan a goal as a task graph, run it with child sessions, review each result.
+
+A planner child answers with the graph (:func:`orchestrator.agents.roles.parse_plan`; an unusable answer is
+sent back once with what was wrong, then the orchestration fails saying so). Ready tasks (every dependency
+passed) run in executor children, at most ``max_parallel`` at once, each run bounded by ``task_timeout_s``; a
+reviewer child checks each result against the task's criteria. A verdict of "changes needed" (or a failed or
+timed-out run) re-queues the task with the findings, until ``max_attempts``; then the task fails, and only its
+dependants are blocked: the rest of the graph goes on. The outcome is a :class:`Report`.
+
+Every transition is an event in the orchestrating session's log, appended before the controller acts on it
+(:class:`~orchestrator.agents.graph.GraphState` is only ever the fold of what was recorded). So
+:meth:`Orchestrator.resume` rebuilds an orchestration from its events and carries on: passed tasks are not run
+again, and a task whose child was running waits for that child (the host resumes its run like any) instead of
+starting another. Cancelling the calling scope leaves the orchestration resumable; :meth:`Orchestrator.cancel`
+ends it, cancelling its children and recording every unfinished task ``cancelled``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import anyio
+
+from orchestrator.agents.children import ChildHandle, ChildOutcome, Children, ChildSpec
+from orchestrator.agents.graph import MAX_TASKS, GraphError, GraphState, TaskProgress, fold, validate_tasks
+from orchestrator.agents.report import Report, report
+from orchestrator.agents.roles import executor_brief, parse_plan, parse_verdict, planner_brief, reviewer_brief
+from orchestrator.events import (
+    CHILD_TEXT_CHARS,
+    Event,
+    OrchestrationFinished,
+    OrchestrationStarted,
+    OrchestrationStatus,
+    PlannedTask,
+    TaskGraphPlanned,
+    TaskGraphPlanning,
+    TaskState,
+    TaskStateChanged,
+)
+
+__all__ = ["Limits", "OrchestrationError", "Orchestrator"]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """How an orchestration is bounded.
+
+    Attributes:
+        max_parallel: Tasks with a child going at once (an executor or its reviewer), at most.
+        task_timeout_s: Each executor's and reviewer's run is cancelled past this; the planner's too.
+        max_attempts: Executor attempts per task; a failed review or run re-queues the task until then.
+        max_tasks: The most tasks a planned graph may have.
+        plan_attempts: Planner children asked for a graph (the second is told what was wrong with the first).
+        wait_grace_s: How long past a child's own deadline the controller waits before cancelling it itself.
+    """
+
+    max_parallel: int = 4
+    task_timeout_s: float = 900.0
+    max_attempts: int = 3
+    max_tasks: int = MAX_TASKS
+    plan_attempts: int = 2
+    wait_grace_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        problems = [
+            f"{name} must be at least {low}, not {value}"
+            for name, value, low in (
+                ("max_parallel", self.max_parallel, 1),
+                ("max_attempts", self.max_attempts, 1),
+                ("max_tasks", self.max_tasks, 1),
+                ("plan_attempts", self.plan_attempts, 1),
+            )
+            if value < low
+        ]
+        if not self.task_timeout_s > 0:
+            problems.append(f"task_timeout_s must be more than 0, not {self.task_timeout_s}")
+        if problems:
+            raise OrchestrationError("; ".join(problems))
+
+
+class OrchestrationError(ValueError):
+    """An orchestration cannot be started or resumed as asked; the message says why."""
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= CHILD_TEXT_CHARS else text[: CHILD_TEXT_CHARS - 1] + "…"
+
+
+def _run_failure(role: str, outcome: ChildOutcome | None, timeout_s: float) -> str:
+    if outcome is None:
+        return f"the {role}'s run timed out after {timeout_s:g} s"
+    return f"the {role}'s run {outcome.status}" + (f": {outcome.reason}" if outcome.reason else "")
+
+
+class Orchestrator:
+    """Runs orchestrations in one session through a :class:`~orchestrator.agents.children.Children`.
+
+    Args:
+        children: How children are started and awaited, and where events go.
+        session_id: The orchestrating session (the events' ``session_id``, the children's parent).
+    """
+
+    def __init__(self, children: Children, session_id: str) -> None:
+        self.children = children
+        self.session_id = session_id
+        self._lock = anyio.Lock()
+        self._cancelled: dict[str, str] = {}
+        self._scopes: dict[str, anyio.CancelScope] = {}
+
+    # -- the API ---------------------------------------------------------------------------------------
+
+    async def run(
+        self,
+        goal: str,
+        limits: Limits | None = None,
+        *,
+        tasks: Sequence[PlannedTask] | None = None,
+        orchestration_id: str | None = None,
+    ) -> Report:
+        """Start an orchestration of ``goal`` and carry it to its end.
+
+        Args:
+            goal: What to achieve; the planner's brief.
+            limits: Its bounds (defaults: :class:`Limits`).
+            tasks: A graph to run instead of asking a planner (validated the same way).
+            orchestration_id: Its id (default: a new ``orch_...``).
+
+        Raises:
+            OrchestrationError: The goal is empty, or ``tasks`` is not a runnable graph.
+        """
+        limits = limits or Limits()
+        if not goal.strip():
+            raise OrchestrationError("the goal is empty; say what the orchestration should achieve")
+        try:
+            checked = validate_tasks(tasks, max_tasks=limits.max_tasks) if tasks is not None else None
+        except GraphError as exc:
+            raise OrchestrationError(f"the task graph cannot be run: {exc}") from None
+        started = OrchestrationStarted(
+            session_id=self.session_id,
+            orchestration_id=orchestration_id or f"orch_{secrets.token_hex(6)}",
+            goal=goal,
+            max_parallel=limits.max_parallel,
+            task_timeout_s=limits.task_timeout_s,
+            max_attempts=limits.max_attempts,
+        )
+        await self.children.append([started])
+        state = GraphState(started)
+        if checked is not None:
+            await self._record(state, TaskGraphPlanned(**self._ids(state), tasks=checked))
+        return await self._drive(state, limits)
+
+    async def resume(self, events: Sequence[Event], orchestration_id: str, limits: Limits | None = None) -> Report:
+        """Carry on an orchestration from its stored events (the session's, in ``seq`` order).
+
+        Passed tasks are not run again; a task whose executor or reviewer was going waits for that child.
+        ``limits`` defaults to those the orchestration was started with (its planning limits to the defaults).
+
+        Raises:
+            OrchestrationError: No orchestration with that id is in the events.
+        """
+        try:
+            state = fold(events, orchestration_id)
+        except KeyError:
+            raise OrchestrationError(f"no orchestration {orchestration_id!r} in this session") from None
+        if state.finished is not None:
+            return report(state)
+        s = state.started
+        limits = limits or Limits(
+            max_parallel=s.max_parallel, task_timeout_s=s.task_timeout_s, max_attempts=s.max_attempts
+        )
+        return await self._drive(state, limits)
+
+    def cancel(self, orchestration_id: str, reason: str = "cancelled") -> bool:
+        """End a running orchestration: its children are cancelled, its unfinished tasks recorded ``cancelled``.
+
+        Returns:
+            Whether an orchestration with that id was running here.
+        """
+        scope = self._scopes.get(orchestration_id)
+        if scope is None:
+            return False
+        self._cancelled[orchestration_id] = reason
+        scope.cancel()
+        return True
+
+    # -- driving ---------------------------------------------------------------------------------------
+
+    def _ids(self, state: GraphState) -> dict[str, str]:
+        return {"session_id": self.session_id, "orchestration_id": state.orchestration_id}
+
+    async def _record(self, state: GraphState, event: Event) -> None:
+        """Store the event, then fold it: the state acted on is what a restart would rebuild."""
+        async with self._lock:
+            await self.children.append([event])
+            state.apply(event)
+
+    async def _task_event(
+        self,
+        state: GraphState,
+        tid: str,
+        new: TaskState,
+        *,
+        attempt: int,
+        reason: str = "",
+        findings: Sequence[str] = (),
+        child: ChildHandle | None = None,
+        result: str = "",
+    ) -> None:
+        event = TaskStateChanged(
+            **self._ids(state),
+            task_id=tid,
+            state=new,
+            attempt=attempt,
+            reason=reason,
+            findings=list(findings),
+            child_session_id=child.session_id if child else "",
+            child_run_id=child.run_id if child else "",
+            result=result,
+        )
+        await self._record(state, event)
+
+    async def _drive(self, state: GraphState, limits: Limits) -> Report:
+        oid = state.orchestration_id
+        scope = self._scopes[oid] = anyio.CancelScope()
+        try:
+            with scope:
+                if not state.planned:
+                    problem = await self._plan(state, limits)
+                    if problem:
+                        await self._finish(state, "failed", problem)
+                        return report(state)
+                await self._run_graph(state, limits)
+            if oid in self._cancelled:
+                with anyio.CancelScope(shield=True):
+                    await self._cancel_all(state, self._cancelled.pop(oid))
+            elif state.finished is None:
+                await self._finish(state, state.outcome(), self._summary(state))
+        finally:
+            self._scopes.pop(oid, None)
+        return report(state)
+
+    async def _plan(self, state: GraphState, limits: Limits) -> str:
+        """Ask planners for the graph and record it; the problem that ended planning, or ``""``."""
+        goal, problem = state.started.goal, ""
+        first = state.planner.attempt if state.planner is not None else 1
+        for attempt in range(first, limits.plan_attempts + 1):
+            recorded = state.planner
+            if recorded is not None and recorded.attempt == attempt:
+                # A planner recorded before a restart is waited for, not started again.
+                child = ChildHandle(recorded.child_session_id, recorded.child_run_id)
+            else:
+                child = await self._spawn_planner(
+                    state, attempt, planner_brief(goal, max_tasks=limits.max_tasks, problem=problem), limits
+                )
+            outcome = await self._wait(child, limits)
+            if outcome is None or outcome.status != "completed":
+                return "planning failed: " + _run_failure("planner", outcome, limits.task_timeout_s)
+            try:
+                tasks = parse_plan(outcome.final_text, max_tasks=limits.max_tasks)
+            except GraphError as exc:
+                problem = str(exc)
+                continue
+            await self._record(
+                state, TaskGraphPlanned(**self._ids(state), tasks=tasks, planner_session_id=child.session_id)
+            )
+            return ""
+        return f"the planner's answer was not a usable task graph after {limits.plan_attempts} attempts: {problem}"
+
+    async def _spawn_planner(self, state: GraphState, attempt: int, brief: str, limits: Limits) -> ChildHandle:
+        spec = ChildSpec(
+            agent="planner",
+            goal=brief,
+            timeout_s=limits.task_timeout_s,
+            label=f"{state.orchestration_id}/plan/{attempt}",
+        )
+        with anyio.CancelScope(shield=True):  # a child started is a child recorded, or a restart would lose it
+            child = await self.children.spawn(spec)
+            planning = TaskGraphPlanning(
+                **self._ids(state), attempt=attempt, child_session_id=child.session_id, child_run_id=child.run_id
+            )
+            await self._record(state, planning)
+        return child
+
+    async def _wait(self, child: ChildHandle, limits: Limits) -> ChildOutcome | None:
+        """The child's outcome; one still going past its deadline (and the grace) is cancelled: None."""
+        outcome = await self.children.wait(child, limits.task_timeout_s + limits.wait_grace_s)
+        if outcome is None:
+            with anyio.CancelScope(shield=True):
+                await self.children.cancel(child)
+        return outcome
+
+    async def _run_graph(self, state: GraphState, limits: Limits) -> None:
+        slots = anyio.Semaphore(limits.max_parallel)
+        scheduled: set[str] = set()
+        changed = anyio.Event()
+
+        async def worker(tid: str) -> None:
+            nonlocal changed
+            try:
+                async with slots:
+                    await self._work(state, tid, limits)
+            finally:
+                scheduled.discard(tid)
+                changed.set()
+
+        async with anyio.create_task_group() as tg:
+            # Tasks that had a child going when the controller stopped come first: they take their slots again.
+            for tid in state.in_flight():
+                scheduled.add(tid)
+                tg.start_soon(worker, tid)
+            while True:
+                for tid, why in state.blocked().items():
+                    await self._task_event(state, tid, "blocked", attempt=state.tasks[tid].attempt, reason=why)
+                for tid in state.ready():
+                    if tid not in scheduled:
+                        if state.tasks[tid].state == "pending":
+                            await self._task_event(state, tid, "ready", attempt=state.tasks[tid].attempt)
+                        scheduled.add(tid)
+                        tg.start_soon(worker, tid)
+                if not scheduled:
+                    break
+                await changed.wait()
+                changed = anyio.Event()
+
+    async def _work(self, state: GraphState, tid: str, limits: Limits) -> None:
+        """Carry one task from where its events left it to ``passed``, ``failed`` or back to a final retry."""
+        task = state.tasks[tid]
+        while not task.final:
+            if task.state == "reviewing":
+                await self._review(state, task, ChildHandle(task.child_session_id, task.child_run_id), limits)
+                continue
+            if task.state == "running":  # after a restart: wait for the recorded executor, never start another
+                executor = ChildHandle(task.child_session_id, task.child_run_id)
+            else:
+                executor = await self._start_executor(state, task, limits)
+            outcome = await self._wait(executor, limits)
+            if outcome is None or outcome.status != "completed":
+                await self._retry_or_fail(
+                    state, task, [_run_failure("executor", outcome, limits.task_timeout_s)], limits
+                )
+                continue
+            spec = ChildSpec(
+                agent="reviewer",
+                goal=reviewer_brief(task.spec, result=outcome.final_text),
+                timeout_s=limits.task_timeout_s,
+                label=f"{state.orchestration_id}/{tid}/{task.attempt}/reviewer",
+            )
+            with anyio.CancelScope(shield=True):  # a child started is a child recorded, or a restart would lose it
+                reviewer = await self.children.spawn(spec)
+                await self._task_event(
+                    state, tid, "reviewing", attempt=task.attempt, child=reviewer, result=_cut(outcome.final_text)
+                )
+
+    async def _start_executor(self, state: GraphState, task: TaskProgress, limits: Limits) -> ChildHandle:
+        attempt = task.attempt + 1
+        inputs = {dep: state.tasks[dep].result for dep in task.spec.depends_on}
+        spec = ChildSpec(
+            agent="executor",
+            goal=executor_brief(
+                task.spec, goal=state.started.goal, inputs=inputs, findings=task.findings, attempt=attempt
+            ),
+            timeout_s=limits.task_timeout_s,
+            label=f"{state.orchestration_id}/{task.spec.id}/{attempt}/executor",
+        )
+        with anyio.CancelScope(shield=True):  # a child started is a child recorded, or a restart would lose it
+            child = await self.children.spawn(spec)
+            await self._task_event(state, task.spec.id, "running", attempt=attempt, child=child)
+        return child
+
+    async def _review(self, state: GraphState, task: TaskProgress, reviewer: ChildHandle, limits: Limits) -> None:
+        outcome = await self._wait(reviewer, limits)
+        if outcome is None or outcome.status != "completed":
+            # Fail closed: a review that did not finish never passes a task, and it costs an attempt, so it is bounded.
+            await self._retry_or_fail(state, task, [_run_failure("reviewer", outcome, limits.task_timeout_s)], limits)
+            return
+        verdict = parse_verdict(outcome.final_text)
+        if verdict.passed:
+            await self._task_event(
+                state,
+                task.spec.id,
+                "passed",
+                attempt=task.attempt,
+                findings=list(verdict.findings),
+                result=task.result,
+                reason="the reviewer accepted it",
+            )
+        else:
+            await self._retry_or_fail(state, task, list(verdict.findings), limits)
+
+    async def _retry_or_fail(self, state: GraphState, task: TaskProgress, findings: list[str], limits: Limits) -> None:
+        tid = task.spec.id
+        if task.attempt < limits.max_attempts:
+            why = f"attempt {task.attempt} was not accepted; re-queued with the findings"
+            await self._task_event(state, tid, "ready", attempt=task.attempt, findings=findings, reason=why)
+        else:
+            why = f"not accepted after {task.attempt} attempt{'s' if task.attempt != 1 else ''}: " + "; ".join(findings)
+            await self._task_event(state, tid, "failed", attempt=task.attempt, findings=findings, reason=_cut(why))
+
+    async def _cancel_all(self, state: GraphState, reason: str) -> None:
+        """After :meth:`cancel`: cancel the children still going, record the unfinished tasks, end the graph."""
+        if state.planner is not None and not state.planned:
+            await self.children.cancel(ChildHandle(state.planner.child_session_id, state.planner.child_run_id))
+        for tid in state.in_flight():
+            task = state.tasks[tid]
+            await self.children.cancel(ChildHandle(task.child_session_id, task.child_run_id))
+        for tid, task in state.tasks.items():
+            if not task.final:
+                await self._task_event(state, tid, "cancelled", attempt=task.attempt, reason=reason)
+        await self._finish(state, "cancelled", reason)
+
+    async def _finish(self, state: GraphState, status: OrchestrationStatus, reason: str) -> None:
+        event = OrchestrationFinished(**self._ids(state), status=status, reason=reason, counts=state.counts())
+        await self._record(state, event)
+
+    @staticmethod
+    def _summary(state: GraphState) -> str:
+        counts = state.counts()
+        total = len(state.tasks)
+        if counts.get("passed", 0) == total:
+            return f"all {total} task{'s' if total != 1 else ''} passed"
+        parts = []
+        for name in ("failed", "blocked", "cancelled"):
+            ids = [tid for tid, task in state.tasks.items() if task.state == name]
+            if ids:
+                parts.append(f"{len(ids)} {name} ({', '.join(ids[:10])}{', ...' if len(ids) > 10 else ''})")
+        return f"{counts.get('passed', 0)} of {total} tasks passed; " + ", ".join(parts)
