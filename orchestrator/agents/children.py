@@ -19,10 +19,26 @@ import anyio
 
 from orchestrator.events import Event
 
-__all__ = ["FINAL_RUN_STATUSES", "ChildHandle", "ChildOutcome", "ChildSpec", "Children", "FaceChildren", "FaceClient"]
+__all__ = [
+    "FINAL_RUN_STATUSES",
+    "ChildError",
+    "ChildHandle",
+    "ChildOutcome",
+    "ChildSpec",
+    "Children",
+    "FaceChildren",
+    "FaceClient",
+]
 
 FINAL_RUN_STATUSES = frozenset({"completed", "failed", "cancelled"})
 """Run statuses a child's run does not leave (``interrupted`` and ``needs_review`` runs are resumed)."""
+
+
+class ChildError(Exception):
+    """A child could not be started (an unknown agent, a request its parent's bounds refuse); the message says why.
+
+    Starting it again would fail the same way, so the controller does not retry it.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +81,11 @@ class Children(Protocol):
     """The runtime as the controller sees it."""
 
     async def spawn(self, spec: ChildSpec) -> ChildHandle:
-        """Start a child session of the orchestrating session and its run; return at once."""
+        """Start a child session of the orchestrating session and its run; return at once.
+
+        Raises:
+            ChildError: The child was refused.
+        """
         ...
 
     async def wait(self, child: ChildHandle, timeout_s: float) -> ChildOutcome | None:
@@ -122,6 +142,8 @@ class FaceChildren:
         session_id: The orchestrating session: the children's parent, whose log the events go to.
         append: How events reach that log (in-process, the host's event log; the face has no tool for it).
         headless: Start the children headless (what would ask is denied); None inherits the parent's.
+        refusals: The exceptions by which the client says a tool refused (``clients.loom.FaceError``); they become
+            :class:`ChildError`. Anything else (a broken connection) goes up as it is.
     """
 
     def __init__(
@@ -131,20 +153,29 @@ class FaceChildren:
         append: Callable[[Sequence[Event]], Awaitable[None]],
         *,
         headless: bool | None = None,
+        refusals: tuple[type[Exception], ...] = (),
     ) -> None:
         self.client = client
+        self.refusals = refusals
         self.session_id = session_id
         self._append = append
         self.headless = headless
 
     async def spawn(self, spec: ChildSpec) -> ChildHandle:
-        """Create the child session (cwd the parent's) and send it its goal with its deadline."""
+        """Create the child session (cwd the parent's) and send it its goal with its deadline.
+
+        Raises:
+            ChildError: The face refused the session or the message (its message says why).
+        """
         options: dict[str, Any] = {"parent_session_id": self.session_id, "agent": spec.agent}
         if self.headless is not None:
             options["headless"] = self.headless
-        session = await self.client.create_session("", **options)
         steps = {"max_steps": spec.max_steps} if spec.max_steps is not None else {}
-        run = await self.client.send_message(session.session_id, spec.goal, timeout_s=spec.timeout_s, **steps)
+        try:
+            session = await self.client.create_session("", **options)
+            run = await self.client.send_message(session.session_id, spec.goal, timeout_s=spec.timeout_s, **steps)
+        except self.refusals as exc:
+            raise ChildError(str(exc)) from exc
         return ChildHandle(session.session_id, run.run_id)
 
     async def wait(self, child: ChildHandle, timeout_s: float) -> ChildOutcome | None:

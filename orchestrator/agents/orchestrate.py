@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import anyio
 
-from orchestrator.agents.children import ChildHandle, ChildOutcome, Children, ChildSpec
+from orchestrator.agents.children import ChildError, ChildHandle, ChildOutcome, Children, ChildSpec
 from orchestrator.agents.graph import MAX_TASKS, GraphError, GraphState, TaskProgress, fold, validate_tasks
 from orchestrator.agents.report import Report, report
 from orchestrator.agents.roles import executor_brief, parse_plan, parse_verdict, planner_brief, reviewer_brief
@@ -251,9 +251,12 @@ class Orchestrator:
                 # A planner recorded before a restart is waited for, not started again.
                 child = ChildHandle(recorded.child_session_id, recorded.child_run_id)
             else:
-                child = await self._spawn_planner(
-                    state, attempt, planner_brief(goal, max_tasks=limits.max_tasks, problem=problem), limits
-                )
+                try:
+                    child = await self._spawn_planner(
+                        state, attempt, planner_brief(goal, max_tasks=limits.max_tasks, problem=problem), limits
+                    )
+                except ChildError as exc:
+                    return f"planning failed: the planner could not be started: {exc}"
             outcome = await self._wait(child, limits)
             if outcome is None or outcome.status != "completed":
                 return "planning failed: " + _run_failure("planner", outcome, limits.task_timeout_s)
@@ -334,7 +337,11 @@ class Orchestrator:
             if task.state == "running":  # after a restart: wait for the recorded executor, never start another
                 executor = ChildHandle(task.child_session_id, task.child_run_id)
             else:
-                executor = await self._start_executor(state, task, limits)
+                try:
+                    executor = await self._start_executor(state, task, limits)
+                except ChildError as exc:
+                    await self._refused(state, task, "executor", exc)
+                    return
             outcome = await self._wait(executor, limits)
             if outcome is None or outcome.status != "completed":
                 await self._retry_or_fail(
@@ -348,10 +355,19 @@ class Orchestrator:
                 label=f"{state.orchestration_id}/{tid}/{task.attempt}/reviewer",
             )
             with anyio.CancelScope(shield=True):  # a child started is a child recorded, or a restart would lose it
-                reviewer = await self.children.spawn(spec)
+                try:
+                    reviewer = await self.children.spawn(spec)
+                except ChildError as exc:
+                    await self._refused(state, task, "reviewer", exc)
+                    return
                 await self._task_event(
                     state, tid, "reviewing", attempt=task.attempt, child=reviewer, result=_cut(outcome.final_text)
                 )
+
+    async def _refused(self, state: GraphState, task: TaskProgress, role: str, error: ChildError) -> None:
+        """A child that cannot be started fails its task at once: starting it again would be refused again."""
+        why = _cut(f"its {role} could not be started: {error}")
+        await self._task_event(state, task.spec.id, "failed", attempt=task.attempt, reason=why)
 
     async def _start_executor(self, state: GraphState, task: TaskProgress, limits: Limits) -> ChildHandle:
         attempt = task.attempt + 1

@@ -16,7 +16,7 @@ from typing import Self
 
 import anyio
 
-from orchestrator.agents.children import ChildHandle, ChildOutcome, ChildSpec
+from orchestrator.agents.children import ChildError, ChildHandle, ChildOutcome, ChildSpec
 from orchestrator.events import Event
 
 
@@ -31,11 +31,14 @@ class Answer:
     """Never answer: the run ends at its deadline, or when cancelled."""
     gate: anyio.Event | None = None
     """Answer only once this is set."""
+    refuse: str = ""
+    """Refuse to start the child, with this message (as the face refuses an unknown agent)."""
 
 
 @dataclass
 class _Run:
     spec: ChildSpec
+    answer: Answer
     done: anyio.Event = field(default_factory=anyio.Event)
     outcome: ChildOutcome | None = None
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
@@ -87,14 +90,17 @@ class ScriptedChildren:
         return [role_of(spec) for spec in self.spawned]
 
     async def spawn(self, spec: ChildSpec) -> ChildHandle:
+        answer = self.script(spec)
+        if answer.refuse:
+            raise ChildError(answer.refuse)
         n = len(self.spawned) + 1
         self.spawned.append(spec)
-        run = self._runs[f"run{n}"] = _Run(spec)
+        run = self._runs[f"run{n}"] = _Run(spec, answer)
         self._tg.start_soon(self._play, run)
         return ChildHandle(f"child{n}", f"run{n}")
 
     async def _play(self, run: _Run) -> None:
-        answer = self.script(run.spec)
+        answer = run.answer
         self.running += 1
         self.max_running = max(self.max_running, self.running)
         self._change()

@@ -223,3 +223,25 @@ async def test_cancel_stops_the_children_and_records_every_unfinished_task() -> 
     assert result.status == "cancelled" and result.reason == "the user stopped it"
     assert {t.id: t.state for t in result.tasks} == {"a": "passed", "b": "cancelled", "c": "cancelled"}
     assert len(children.cancelled) == 1 and unfinished(children.events) == []
+
+
+async def test_a_child_the_runtime_refuses_fails_its_task_at_once_and_only_blocks_its_dependants() -> None:
+    def script(spec: ChildSpec) -> Answer:
+        tid, _, role = role_of(spec)
+        if tid == "a" and role == "reviewer":
+            return Answer(refuse="unknown agent 'reviewer'; known: executor, planner")
+        return everyone_passes(spec)
+
+    result, children = await orchestrate(script, [task("a"), task("b", "a"), task("c")])
+    assert {t.id: t.state for t in result.tasks} == {"a": "failed", "b": "blocked", "c": "passed"}
+    assert (
+        result.tasks[0].reason
+        == "its reviewer could not be started: unknown agent 'reviewer'; known: executor, planner"
+    )
+    assert [r for r in children.spawned_roles() if r[0] == "a"] == [("a", 1, "executor")]  # not retried
+
+
+async def test_a_planner_the_runtime_refuses_ends_the_orchestration_saying_why() -> None:
+    result, _ = await orchestrate(lambda spec: Answer(refuse="a mode freer than the parent's"), None)
+    assert result.status == "failed"
+    assert result.reason == "planning failed: the planner could not be started: a mode freer than the parent's"
