@@ -45,6 +45,9 @@ __all__ = [
 MAX_WAIT_S = 60.0
 """No face call blocks longer than this; call again to keep waiting."""
 
+MAX_RUN_S = 7 * 24 * 3600.0
+"""The longest ``timeout_s`` a run may be given (a week): longer is a mistake in units, not a deadline."""
+
 MAX_SEQ = 2**63 - 1
 """The largest seq a cursor may name (the store's integers are 64-bit): a larger one is refused as bad input."""
 

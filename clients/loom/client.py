@@ -74,10 +74,26 @@ class LoomClient:
     # -- sessions ------------------------------------------------------------------------------------
 
     async def create_session(
-        self, cwd: str, *, model: str | None = None, mode: str = "ask", headless: bool = False
+        self,
+        cwd: str,
+        *,
+        model: str | None = None,
+        mode: str | None = None,
+        headless: bool = False,
+        parent_session_id: str | None = None,
+        agent: str | None = None,
+        allow: list[str] | None = None,
     ) -> SessionInfo:
-        """A new session working in ``cwd`` (``model`` None: as configured)."""
-        return await self.call("create_session", SessionInfo, cwd=cwd, model=model, mode=mode, headless=headless)
+        """A new session working in ``cwd`` (``model`` None: as configured; ``mode`` None: ``ask``).
+
+        With ``parent_session_id`` it is a child of that session, never freer than it (``cwd`` may be ``""``: the
+        parent's; ``mode`` None: the parent's); ``agent`` names the agent definition it runs as and ``allow`` its
+        allow-list of namespaced tool globs.
+        """
+        arguments: dict[str, Any] = {"cwd": cwd, "model": model, "mode": mode, "headless": headless}
+        if parent_session_id is not None:
+            arguments |= {"parent_session_id": parent_session_id, "agent": agent, "allow": allow}
+        return await self.call("create_session", SessionInfo, **arguments)
 
     async def list_sessions(self, *, include_archived: bool = False) -> list[SessionInfo]:
         """Sessions, newest first."""
@@ -97,11 +113,17 @@ class LoomClient:
 
     # -- runs ----------------------------------------------------------------------------------------
 
-    async def send_message(self, session_id: str, text: str, *, wait_s: float = 0, max_steps: int = 50) -> RunInfo:
-        """Start a run answering ``text``; waits up to ``wait_s`` for its end or an approval."""
-        return await self.call(
-            "send_message", RunInfo, session_id=session_id, text=text, wait_s=wait_s, max_steps=max_steps
-        )
+    async def send_message(
+        self, session_id: str, text: str, *, wait_s: float = 0, max_steps: int = 50, timeout_s: float | None = None
+    ) -> RunInfo:
+        """Start a run answering ``text``; waits up to ``wait_s`` for its end or an approval.
+
+        ``timeout_s`` is the run's own deadline: past it the run ends ``failed`` ("timed out after ...").
+        """
+        arguments: dict[str, Any] = {"session_id": session_id, "text": text, "wait_s": wait_s, "max_steps": max_steps}
+        if timeout_s is not None:
+            arguments["timeout_s"] = timeout_s
+        return await self.call("send_message", RunInfo, **arguments)
 
     async def get_run(self, run_id: str, *, wait_s: float = 0) -> RunInfo:
         """Where a run is; waits up to ``wait_s`` for its end or an approval."""

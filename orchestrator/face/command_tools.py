@@ -21,6 +21,7 @@ from orchestrator.context.skills import find_skills
 from orchestrator.events import ModeChanged
 from orchestrator.models import PROVIDERS, choose_model_spec
 from orchestrator.policy import MODES
+from orchestrator.policy.narrowing import NarrowingError
 from orchestrator.protocol_commands import ModeInfo, ModelList, SkillInfo, SkillList
 from orchestrator.runtime.host import HostError, SessionHost
 
@@ -58,9 +59,14 @@ def add_command_tools(face: MCPServer, host: SessionHost) -> None:
         from orchestrator.face.server import _client_name  # the module that registers these tools
 
         who = changed_by[:200] or _client_name(ctx)
+        try:
+            bounds = session.approvals.bounds.with_mode(mode)  # a child may not be freer than its parent
+        except NarrowingError as exc:
+            raise ToolError(str(exc)) from exc
         # Stored first: a reopened session (and every client) must see the mode the next call is decided under.
         await host.runtime.log.append(ModeChanged(session_id=session_id, mode=mode, previous=previous, changed_by=who))
-        session.approvals.mode = mode
+        session.approvals.bounds = bounds
+        host.rebase_children(session)
         return ModeInfo(session_id=session_id, mode=mode, previous=previous, changed=True)
 
     @face.tool(annotations=_READ_ONLY)

@@ -28,12 +28,13 @@ from orchestrator.face.command_tools import add_command_tools
 from orchestrator.face.context_tools import add_context_tools
 from orchestrator.face.input import CheckedServer, check_directory
 from orchestrator.face.live import read_back, read_page, stream_pages
+from orchestrator.face.models import child_model, top_level_model
 from orchestrator.face.rewind_tools import add_rewind_tools
-from orchestrator.loop.approvals import PendingApproval
-from orchestrator.models import DEMO_NOTICE, DEMO_SPEC, ModelSpecError, choose_model_spec, resolve_model
-from orchestrator.models.credentials import missing_credentials
+from orchestrator.loop.approvals import MODES, PendingApproval
+from orchestrator.models import ModelSpecError
 from orchestrator.protocol import (
     DRIVING_CLIENT_META,
+    MAX_RUN_S,
     MAX_SEQ,
     MAX_WAIT_S,
     ApprovalAnswer,
@@ -92,10 +93,13 @@ def _session(record: SessionRecord, state: str, waiting: Sequence[PendingApprova
     )
 
 
-def _approval(p: PendingApproval) -> ApprovalInfo:
+def _approval(p: PendingApproval, asked: str | None = None) -> ApprovalInfo:
+    # Asked about a session, a descendant's approval is shown as that session's, tagged with the child's id.
+    child = p.session_id if asked is not None and asked != p.session_id else ""
     return ApprovalInfo(
         approval_id=p.approval_id,
-        session_id=p.session_id,
+        session_id=asked if child else p.session_id,
+        child_session_id=child,
         run_id=p.run_id,
         tool=p.tool,
         arguments=p.arguments,
@@ -154,27 +158,43 @@ def build_face(host: SessionHost) -> MCPServer:
 
     @face.tool()
     async def create_session(
-        cwd: str, model: str | None = None, mode: str = "ask", headless: bool = False
+        cwd: str,
+        model: str | None = None,
+        mode: str | None = None,
+        headless: bool = False,
+        parent_session_id: str | None = None,
+        agent: str | None = None,
+        allow: list[str] | None = None,
     ) -> SessionInfo:
         """Create an agent session working in directory ``cwd``.
 
         model: PROVIDER:NAME (anthropic:..., openai:..., scripted:PATH); default as configured.
-        mode: 'ask' (tools that may change things wait for approval), 'accept-edits' (file edits in the
-        workspace run too), 'plan' (read-only) or 'bypass' (everything runs; deny rules still apply).
+        mode: 'ask' (the default: tools that may change things wait for approval), 'accept-edits' (file edits
+        in the workspace run too), 'plan' (read-only) or 'bypass' (everything runs; deny rules still apply).
         headless: nobody will answer approvals, so calls that would wait for one are denied at once and
         the model is told why (for scripts and agents that cannot answer).
+        parent_session_id: make it a child of that session, never freer than it: its mode (default the
+        parent's), rules and tools are the parent's narrowed; cwd may be "" (the parent's) or a directory
+        inside the parent's; it is headless if the parent is; its approvals also show on the parent's stream.
+        agent: the agent definition a child runs as ($LOOM_HOME/agents, .loom/agents: its prompt, tools,
+        model, mode). allow: globs over the child's namespaced tool names (fs__read, shell__*) it may use.
         """
+        if parent_session_id is None and (agent is not None or allow is not None):
+            raise ToolError("agent and allow are for a child session: give parent_session_id too")
+        if parent_session_id is not None:
+            if mode is not None and mode not in MODES:
+                raise ToolError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+            if cwd:
+                check_directory(cwd)
+            with _tool_errors():
+                session = await host.create_child(
+                    parent_session_id, child_model, model=model, agent=agent, allow=allow, mode=mode, cwd=cwd
+                )
+                return session_info(await host.record(session.id))
         check_directory(cwd)
         with _tool_errors():
-            # The rule `loom run` follows too: the argument, LOOM_MODEL, the config's model, the default.
-            spec = choose_model_spec(model, host.runtime.model)
-            chosen = resolve_model(spec, base_dir=Path(cwd))
-            # This process makes the model calls, so its environment decides: a missing key is refused
-            # before a session is recorded, naming the variable, rather than failing the first run.
-            problem = missing_credentials(chosen)
-            if problem is not None:
-                raise ToolError(f"{problem}; or choose another model")
-            notice = DEMO_NOTICE if spec == DEMO_SPEC else ""
+            chosen, notice = top_level_model(model, host.runtime.model, Path(cwd))
+            mode = mode or "ask"
             session = await host.create_session(Path(cwd), chosen, mode, headless=headless, notice=notice)
             # A new id that only this process knows: what it appended is all there is, so the record need not
             # be read back. Nothing has measured its context yet, and no run of it can have started.
@@ -226,12 +246,17 @@ def build_face(host: SessionHost) -> MCPServer:
         ctx: Context,
         wait_s: float = Field(0.0, ge=0, le=MAX_WAIT_S),
         max_steps: int = Field(50, ge=1, le=1000),
+        timeout_s: float | None = Field(None, gt=0, le=MAX_RUN_S),
     ) -> RunInfo:
-        """Start a run answering ``text``; returns at once, or waits up to ``wait_s`` s for its end or an approval."""
+        """Start a run answering ``text``; returns at once, or waits up to ``wait_s`` s for its end or an approval.
+
+        timeout_s: the run's own deadline, from when it starts; past it the run is cancelled and ends failed
+        ("timed out after ...").
+        """
         with _tool_errors():
             # Taken before the run exists: every event of it is newer, so the wait can follow it from memory.
             before = host.runtime.log.newest_held(session_id) or 0
-            handle = await host.start_run(session_id, text, max_steps)
+            handle = await host.start_run(session_id, text, max_steps, timeout_s=timeout_s)
             return await wait_for_run(handle.run_id, wait_s, ctx, after_seq=before)
 
     @face.tool()
@@ -305,8 +330,8 @@ def build_face(host: SessionHost) -> MCPServer:
 
     @face.tool(annotations=_READ_ONLY)
     async def list_approvals(session_id: str | None = None) -> ApprovalList:
-        """Tool calls waiting for a decision (all sessions, or one)."""
-        return ApprovalList(approvals=[_approval(p) for p in host.pending(session_id=session_id)])
+        """Tool calls waiting for a decision (all sessions, or one and its child sessions)."""
+        return ApprovalList(approvals=[_approval(p, session_id) for p in host.pending(session_id=session_id)])
 
     @face.tool()
     async def decide_approval(

@@ -31,7 +31,7 @@ from mcp.server.mcpserver import MCPServer
 
 from orchestrator.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_STARTUP_TIMEOUT_S, ServerConfig
 from orchestrator.hub import outcomes
-from orchestrator.hub.names import namespaced, server_of
+from orchestrator.hub.names import BUILT_IN_SERVERS, namespaced, sanitize, server_of
 from orchestrator.hub.outcomes import ToolOutcome, describe
 from orchestrator.hub.retry import RetryPolicy, call_with_retries, may_retry
 from orchestrator.hub.schemas import input_validator, share_output_validators
@@ -119,6 +119,9 @@ class Hub:
             ``toolTimeouts``); they win over the ``mcpServers`` entries, a tool over a server.
         retry: How transient failures of read-only and idempotent tools are retried.
         restart_backoff_s: Seconds before each successive restart of a failed server.
+        visible: Which namespaced tools this session may see (a child's allow-lists, see
+            :meth:`orchestrator.policy.narrowing.Bounds.sees`); the others are not listed and calling one is an
+            unknown tool. None: all of them.
     """
 
     def __init__(
@@ -131,10 +134,11 @@ class Hub:
         timeouts: Mapping[str, float] | None = None,
         retry: RetryPolicy | None = None,
         restart_backoff_s: Sequence[float] = RESTART_BACKOFF_S,
+        visible: Callable[[str], bool] | None = None,
     ) -> None:
         self._conns: dict[str, _Connection] = {name: _Connection(name, server) for name, server in internal.items()}
         for cfg in external:
-            if cfg.name in self._conns:
+            if cfg.name in self._conns or sanitize(cfg.name) in BUILT_IN_SERVERS:
                 raise ValueError(f"server name {cfg.name!r} is taken by one of Loom's built-in servers")
             self._conns[cfg.name] = _Connection(cfg.name, cfg)
         self._log_dir = log_dir
@@ -146,6 +150,7 @@ class Hub:
         if not restart_backoff_s or min(restart_backoff_s) < 0:
             raise ValueError("restart_backoff_s must be a non-empty sequence of non-negative seconds")
         self._restart_backoff_s = tuple(restart_backoff_s)
+        self._visible = visible
         self._tools: dict[str, HubTool] = {}
         self._tg: TaskGroup | None = None
         self._exit = contextlib.AsyncExitStack()
@@ -258,6 +263,8 @@ class Hub:
         for conn in self._conns.values():
             for tool in conn.tools:
                 name = namespaced(conn.name, tool.name, frozenset(tools))
+                if self._visible is not None and not self._visible(name):
+                    continue  # a child's allow-list: what it may not use is not offered at all
                 tools[name] = HubTool(
                     name=name,
                     server=conn.name,

@@ -24,6 +24,8 @@ from orchestrator.events import ApprovalDecided, ApprovalKind, ApprovalRequested
 from orchestrator.hub.pool import HubTool
 from orchestrator.policy import MODES as POLICY_MODES
 from orchestrator.policy import decide
+from orchestrator.policy.engine import Mode as PolicyMode
+from orchestrator.policy.narrowing import Bounds
 from orchestrator.policy.protected import Protected
 from orchestrator.policy.rules import Rule
 from orchestrator.store.eventlog import EventLog
@@ -76,7 +78,7 @@ def approved_for_session(events: Iterable[Event]) -> set[str]:
     asked: dict[str, str] = {}
     approved: set[str] = set()
     for event in events:
-        if isinstance(event, ApprovalRequested):
+        if isinstance(event, ApprovalRequested) and not event.child_session_id:  # a child's copy is the child's
             asked[event.approval_id] = event.tool
         elif isinstance(event, ApprovalDecided) and event.decision == "approve_session" and event.approval_id in asked:
             approved.add(asked[event.approval_id])
@@ -103,10 +105,24 @@ class PendingApproval:
 
 
 class Approvals:
-    """The approvals of one session."""
+    """The approvals of one session, and the bounds its calls are decided by.
 
-    def __init__(
-        self,
+    ``bounds`` is the session's level of a :class:`~orchestrator.policy.narrowing.Bounds` chain: for a top-level
+    session, its mode, rules, working directory and protected paths; for a child, also every level above it, so
+    that no call of a child is decided more freely than its parent would decide it.
+    """
+
+    def __init__(self, session_id: str, log: EventLog, bounds: Bounds) -> None:
+        self.session_id = session_id
+        self.log = log
+        self.bounds = bounds
+        self.allowed_tools: set[str] = set()
+        """Tools approved for the rest of the session."""
+        self.pending: dict[str, PendingApproval] = {}
+
+    @classmethod
+    def top_level(
+        cls,
         session_id: str,
         log: EventLog,
         mode: str,
@@ -115,24 +131,36 @@ class Approvals:
         cwd: str = ".",
         headless: bool = False,
         protected: Protected | None = None,
-    ) -> None:
-        self.session_id = session_id
-        self.log = log
-        self.mode = mode
-        self.headless = headless
-        """Nobody answers approvals: a call policy would ask about is denied instead."""
-        self.rules = tuple(rules)
-        """User and project policy rules (deny always wins, even over ``approve_session``)."""
-        self.cwd = cwd
-        self.protected = protected
-        """Loom's own configuration, asked about before any change (see :mod:`orchestrator.policy.protected`)."""
-        self.allowed_tools: set[str] = set()
-        """Tools approved for the rest of the session."""
-        self.pending: dict[str, PendingApproval] = {}
+    ) -> Approvals:
+        """The approvals of a session with no parent (a mode the engine does not know is treated as ``ask``)."""
+        policy_mode: PolicyMode = mode if mode in POLICY_MODES else "ask"
+        bounds = Bounds(
+            label="the session", mode=policy_mode, rules=tuple(rules), cwd=cwd, protected=protected, headless=headless
+        )
+        return cls(session_id, log, bounds)
+
+    @property
+    def mode(self) -> str:
+        """This session's own mode (its parent's may be stricter; :attr:`Bounds.effective_mode` says)."""
+        return self.bounds.mode
+
+    @mode.setter
+    def mode(self, mode: str) -> None:
+        """Switch mode; a child is refused a mode freer than its parent's (NarrowingError)."""
+        if mode not in POLICY_MODES:
+            raise ValueError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
+        self.bounds = self.bounds.with_mode(mode)
+
+    @property
+    def headless(self) -> bool:
+        """Whether nobody answers approvals (this session's setting or an ancestor's): asks become denials."""
+        return self.bounds.deny_asks
 
     def verdict(self, tool: HubTool, arguments: Mapping[str, Any] | None = None) -> tuple[Verdict, str]:
         """Policy for this call, remembering ``approve_session`` decisions (which never override a deny)."""
-        decided, why, own_config = verdict(self.mode, tool, arguments, self.rules, self.cwd, self.protected)
+        decision = self.bounds.decide(tool.name, tool.annotations, arguments or {})
+        decided, own_config = decision.verdict, decision.protected
+        why = "" if decided == "allow" else decision.reason
         # "Approve for the session" approved the tool, not every file: a change to Loom's own config asks each time.
         if decided == "ask" and tool.name in self.allowed_tools and not own_config:
             return "allow", ""

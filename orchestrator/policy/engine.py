@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from orchestrator.hub.names import server_of
+from orchestrator.hub.names import DELEGATING_SERVER, server_of
 from orchestrator.policy.paths import ArgumentPaths, argument_paths, realpath, resolve
 from orchestrator.policy.programs import Resolution
 from orchestrator.policy.programs import resolve as resolve_command
@@ -285,6 +285,14 @@ def decide(
     rule = _first(deny_rules, call, allow=False)
     if rule is not None:
         return Decision("deny", f"denied by policy rule: {rule.describe()}", rule)
+    if server_of(tool_name) == DELEGATING_SERVER:
+        # Starting or driving a child frees nothing: every call the child makes is decided by its own bounds and
+        # by this session's (orchestrator/policy/narrowing.py), so spawning is allowed in every mode, plan too (a
+        # plan session's children are plan sessions). A person's deny or ask rule for it still holds.
+        rule = _first(matching(rules, "ask", tool_name), call, allow=False)
+        if rule is not None:
+            return Decision("ask", f"policy rule says to ask: {rule.describe()}", rule)
+        return Decision("allow", "a child is bounded by this session's policy")
     if mode == "plan" and not read_only:
         return Decision("deny", f"denied by policy: plan mode is read-only and {tool_name} may change things")
     unchecked = call.unchecked

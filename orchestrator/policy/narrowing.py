@@ -55,6 +55,8 @@ __all__ = [
     "Bounds",
     "ChildRequest",
     "NarrowingError",
+    "request_from_json",
+    "request_to_json",
     "stricter",
     "visible_tools",
 ]
@@ -399,6 +401,61 @@ def _as_seen_from(level_cwd: str, call_cwd: str, arguments: Mapping[str, Any]) -
 def _absolute(value: object, cwd: str) -> object:
     # Anything but a string is left for the engine to ignore, as it would in the calling session.
     return os.path.join(cwd, os.path.expanduser(value)) if isinstance(value, str) else value
+
+
+def request_to_json(request: ChildRequest) -> dict[str, Any]:
+    """A request as JSON, for the child's ``session_created`` event.
+
+    The request's own protected paths are not kept: a child reopened from the store is given its parent's, as
+    every child is today.
+    """
+    return {
+        "label": request.label,
+        "mode": request.mode,
+        "tools": list(request.tools) if request.tools is not None else None,
+        "allow": list(request.allow) if request.allow is not None else None,
+        "servers": list(request.servers) if request.servers is not None else None,
+        "rules": [
+            {"action": r.action, "tool": r.tool, "command": r.command, "path": r.path, "source": r.source}
+            for r in request.rules
+        ],
+        "headless": request.headless,
+        "cwd": request.cwd,
+    }
+
+
+def request_from_json(data: Mapping[str, Any]) -> ChildRequest:
+    """The request :func:`request_to_json` stored.
+
+    Raises:
+        NarrowingError: the stored request cannot be read (a store written by other code).
+    """
+
+    def globs(key: str) -> tuple[str, ...] | None:
+        value = data.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise NarrowingError(f"the stored request of a child has an unreadable {key!r}: {value!r}")
+        return tuple(value)
+
+    mode = data.get("mode")
+    if mode is not None and mode not in MODES:
+        raise NarrowingError(f"the stored request of a child asks for unknown mode {mode!r}")
+    try:
+        rules = tuple(Rule(**rule) for rule in data.get("rules") or ())
+        return ChildRequest(
+            label=str(data.get("label") or "a child"),
+            mode=mode,
+            tools=globs("tools"),
+            allow=globs("allow"),
+            servers=globs("servers"),
+            rules=rules,
+            headless=bool(data.get("headless", False)),
+            cwd=data.get("cwd") if isinstance(data.get("cwd"), str) else None,
+        )
+    except (TypeError, ValueError) as exc:
+        raise NarrowingError(f"the stored request of a child cannot be read: {exc}") from exc
 
 
 def visible_tools(bounds: Bounds, tools: Iterable[_T]) -> list[_T]:

@@ -36,10 +36,12 @@ from orchestrator.events import RunQueued, RunStarted, SessionArchived
 from orchestrator.loop.approvals import MODES
 from orchestrator.loop.resume import RESUMABLE, ResumeError, find_resume_point
 from orchestrator.models.base import Model
+from orchestrator.runtime.children import reopening
+from orchestrator.runtime.host_children import ChildHost
 from orchestrator.runtime.host_runs import HostError, LiveRuns, RunDesk, RunHandle, RunView
 from orchestrator.runtime.idle import CLOSE_WAIT_S, IDLE_GRACE_S, IdleCloser, OpenSession
 from orchestrator.runtime.owner import this_process
-from orchestrator.runtime.runtime import RunResult, Runtime, Session, new_id
+from orchestrator.runtime.runtime import ChildOpening, RunResult, Runtime, Session, new_id
 from orchestrator.store.interface import SessionRecord
 from orchestrator.store.rewind import RewindError, RewindResult, rewind
 
@@ -57,7 +59,7 @@ def _resolve(spec: str, cwd: Path) -> Model:
     return resolve_model(spec, base_dir=cwd)
 
 
-class SessionHost(RunDesk, IdleCloser):
+class SessionHost(RunDesk, IdleCloser, ChildHost):
     """Owns sessions and their background runs for the life of one runtime.
 
     ``limits`` (default: :class:`~orchestrator.config.SessionLimits`) say how long an idle session stays open and
@@ -138,13 +140,20 @@ class SessionHost(RunDesk, IdleCloser):
         return await self._open(resolved, model, mode, None, headless, notice)
 
     async def _open(
-        self, cwd: Path, model: Model, mode: str, session_id: str | None, headless: bool = False, notice: str = ""
+        self,
+        cwd: Path,
+        model: Model,
+        mode: str,
+        session_id: str | None,
+        headless: bool = False,
+        notice: str = "",
+        child: ChildOpening | None = None,
     ) -> Session:
         assert self._tg is not None, "the host is not open"
         entry = OpenSession(session_id or "", anyio.current_time())
         failed: list[str] = []
         ready = anyio.Event()
-        self._tg.start_soon(self._own_session, cwd, model, mode, (headless, notice), entry, failed, ready)
+        self._tg.start_soon(self._own_session, cwd, model, mode, (headless, notice, child), entry, failed, ready)
         await ready.wait()
         session = entry.session
         if session is None:
@@ -162,16 +171,16 @@ class SessionHost(RunDesk, IdleCloser):
         cwd: Path,
         model: Model,
         mode: str,
-        how: tuple[bool, str],
+        how: tuple[bool, str, ChildOpening | None],
         entry: OpenSession,
         failed: list[str],
         ready: anyio.Event,
     ) -> None:
         try:
-            headless, notice = how
+            headless, notice, child = how
             session_id = entry.session_id or None
             async with self.runtime.open_session(
-                cwd, model, mode=mode, session_id=session_id, headless=headless, notice=notice
+                cwd, model, mode=mode, session_id=session_id, headless=headless, notice=notice, child=child
             ) as session:
                 entry.session = session
                 ready.set()
@@ -195,6 +204,17 @@ class SessionHost(RunDesk, IdleCloser):
         if session_id in self.sessions:
             self._touch(session_id)
             return self.sessions[session_id]
+        record = await self.record(session_id)
+        parent: Session | None = None
+        if record.parent_session_id:
+            # A child is bounded by its parent's bounds, so the parent is opened first (outside the lock: it is not
+            # reentrant, and the parent may itself be a child).
+            try:
+                parent = await self.session(record.parent_session_id)
+            except HostError as exc:
+                raise HostError(
+                    f"cannot reopen child session {session_id!r}: its parent cannot be used: {exc}"
+                ) from exc
         async with self._opening:
             leaving = self._leaving.get(session_id)
             if leaving is not None:  # its tools are being disconnected; the store already has all of it
@@ -203,7 +223,6 @@ class SessionHost(RunDesk, IdleCloser):
             if session_id in self.sessions:
                 self._touch(session_id)
                 return self.sessions[session_id]
-            record = await self.record(session_id)
             if record.archived:
                 raise HostError(f"session {session_id!r} is archived; create a new session")
             if not await anyio.Path(record.cwd).is_dir():
@@ -213,7 +232,10 @@ class SessionHost(RunDesk, IdleCloser):
             except ValueError as exc:
                 raise HostError(f"cannot reopen session {session_id!r}: {exc}") from exc
             headless = session_id in self._headless
-            session = await self._open(Path(record.cwd), model, record.mode, session_id, headless)
+            child = None
+            if parent is not None:
+                child = await reopening(parent, record, self.runtime.log, self.runtime.home)
+            session = await self._open(Path(record.cwd), model, record.mode, session_id, headless, child=child)
             self._headless.discard(session_id)
             return session
 
@@ -272,11 +294,14 @@ class SessionHost(RunDesk, IdleCloser):
 
     # -- runs ----------------------------------------------------------------------------------------
 
-    async def start_run(self, session_id: str, text: str, max_steps: int) -> RunHandle:
+    async def start_run(
+        self, session_id: str, text: str, max_steps: int, *, timeout_s: float | None = None
+    ) -> RunHandle:
         """Start a run in the background and return its handle at once.
 
         While another run of the session is in progress the new one is ``queued`` (recorded, so a crash
-        loses no message) and starts when those ahead of it end.
+        loses no message) and starts when those ahead of it end. ``timeout_s`` is the run's own deadline, from
+        when it starts: past it the run is cancelled and ends ``failed``.
 
         Raises:
             HostError: the session cannot be used.
@@ -284,7 +309,9 @@ class SessionHost(RunDesk, IdleCloser):
         session = await self.session(session_id)
         assert self._tg is not None, "the host is not open"
         ahead = self.live.of(session.id)
-        handle = RunHandle(run_id=new_id("r"), session_id=session.id, status="queued" if ahead else "running")
+        handle = RunHandle(
+            run_id=new_id("r"), session_id=session.id, status="queued" if ahead else "running", timeout_s=timeout_s
+        )
         if ahead:
             queued = RunQueued(
                 session_id=session.id, run_id=handle.run_id, text=text, max_steps=max_steps, owner=this_process()
@@ -304,17 +331,33 @@ class SessionHost(RunDesk, IdleCloser):
         ahead: list[RunHandle] | None = None,
     ) -> None:
         """Drive a new run answering ``text``, or (``text`` None) resume the interrupted run ``handle.run_id``."""
+        relay = self.relay_for(session, handle, text)
         try:
             with handle.scope:
                 for other in ahead or ():
                     await other.done.wait()
                 handle.status = "running"
-                if text is None:
-                    handle.result = await session.resume(handle.run_id, headless=handle.headless)
-                else:
-                    handle.result = await session.run(text, max_steps=max_steps, run_id=handle.run_id)
-            if handle.scope.cancelled_caught:
-                handle.status = "interrupted" if session.stopping else "cancelled"
+                async with anyio.create_task_group() as aside:  # the run's deadline, and its parent's view of it
+                    if handle.timeout_s is not None:
+                        aside.start_soon(self.deadline, session, handle)
+                    if relay is not None:
+                        await relay.start()
+                        aside.start_soon(relay.follow)
+                    try:
+                        if text is None:
+                            handle.result = await session.resume(handle.run_id, headless=handle.headless)
+                        else:
+                            handle.result = await session.run(text, max_steps=max_steps, run_id=handle.run_id)
+                    finally:
+                        aside.cancel_scope.cancel()
+            ending = session.endings.pop(handle.run_id, None)
+            if handle.scope.cancelled_caught and session.stopping:
+                handle.status = "interrupted"
+            elif handle.scope.cancelled_caught and ending is not None:
+                handle.status = ending[0]
+                handle.result = RunResult(handle.run_id, ending[0], ending[1], "", 0)
+            elif handle.scope.cancelled_caught:
+                handle.status = "cancelled"
             elif handle.result is not None:
                 ended = handle.result.status
                 handle.status = (
@@ -332,6 +375,9 @@ class SessionHost(RunDesk, IdleCloser):
             self.live.discard(handle)
             self._touch(session.id)  # idle from now on, not from when the run started
             self._wake.set()
+            self.end_children(session, handle)
+            if relay is not None and not session.stopping:
+                await self.relay_finish(relay)
 
     async def resume_run(self, run_id: str, *, headless: bool | None = None) -> RunHandle:
         """Resume an ``interrupted`` or ``needs_review`` run under its own id, in the background.

@@ -34,6 +34,10 @@ class RunHandle:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     headless: bool | None = None
     """For a resume: whether nobody can answer its reviews (None: as the session is)."""
+    timeout_s: float | None = None
+    """The run's own deadline, counted from when it starts (None: none): past it, it ends ``failed``."""
+    parent_run_id: str = ""
+    """For a child's run: the parent's run it works for (ending that run cancels this one)."""
 
 
 class LiveRuns:
@@ -134,11 +138,11 @@ class RunDesk:
     # -- approvals -----------------------------------------------------------------------------------
 
     def pending(self, *, session_id: str | None = None, run_id: str | None = None) -> list[PendingApproval]:
-        """Approvals waiting for a decision, oldest first."""
+        """Approvals waiting for a decision, oldest first; a session's include its descendants' (its children's)."""
         found = [
             p
             for s in self.sessions.values()
-            if session_id is None or s.id == session_id
+            if session_id is None or s.id == session_id or session_id in s.lineage.ancestors
             for p in s.approvals.pending.values()
             if p.decision is None and (run_id is None or p.run_id == run_id)
         ]

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -32,8 +34,10 @@ from orchestrator.loop.approvals import approved_for_session
 from orchestrator.messages import Message
 from orchestrator.models.base import Model
 from orchestrator.models.profiles import ProfileSettings
+from orchestrator.policy.narrowing import Bounds
 from orchestrator.policy.protected import Protected
 from orchestrator.policy.rules import Rule
+from orchestrator.runtime.lineage import Lineage
 from orchestrator.runtime.owner import owner_alive
 from orchestrator.runtime.runs import DEFAULT_MAX_STEPS, RunResult, new_id
 from orchestrator.runtime.session import Session
@@ -43,7 +47,7 @@ from orchestrator.store.interface import RunRecord
 from orchestrator.store.snapshots import FileSnapshots
 from orchestrator.trust import load_trusted_rules
 
-__all__ = ["DEFAULT_MAX_STEPS", "RunResult", "Runtime", "Session", "new_id"]
+__all__ = ["DEFAULT_MAX_STEPS", "ChildOpening", "RunResult", "Runtime", "Session", "new_id"]
 
 
 def secret_state(home: Path) -> list[Path]:
@@ -57,6 +61,22 @@ def secret_state(home: Path) -> list[Path]:
     databases = (DB_NAME, MEMORY_DB_NAME)
     names = [TOKEN_FILE, *(f"{db}{suffix}" for db in databases for suffix in ("", "-wal", "-shm"))]
     return [home / name for name in names]
+
+
+@dataclass(frozen=True, slots=True)
+class ChildOpening:
+    """What opening a child session takes besides what every session does.
+
+    Attributes:
+        bounds: The child's bounds, narrowed from its parent's (they decide its calls).
+        lineage: Its place in the tree.
+        request: The narrowing request as JSON (:func:`~orchestrator.policy.narrowing.request_to_json`), recorded
+            in its ``session_created`` event.
+    """
+
+    bounds: Bounds
+    lineage: Lineage
+    request: dict[str, Any] | None = None
 
 
 class Runtime:
@@ -99,12 +119,16 @@ class Runtime:
         headless: bool = False,
         rules: Sequence[Rule] | None = None,
         warnings: Sequence[str] = (),
+        child: ChildOpening | None = None,
     ) -> AsyncIterator[Session]:
         """Create a session working in ``cwd`` (or reopen ``session_id`` from the store) and connect its tools.
 
         ``headless`` sessions have nobody to answer approvals: what policy would ask about is denied.
         ``rules`` already loaded by the caller spare a second read of the policy files; ``warnings`` are what that
         load left out (an untrusted project's allow rules), recorded as warnings like the ones found here.
+        ``child`` opens a child session: its bounds (narrowed from its parent's, which decide its calls instead of
+        ``mode``, ``rules`` and ``headless``), its place in the tree and the request it was narrowed by (recorded
+        when the child is created, so that a reopened child is bounded the same way).
         The tools are disconnected when the context exits; the session itself stays in the store.
         """
         from servers import fs, shell
@@ -121,8 +145,19 @@ class Runtime:
         opening: list[Event] = []
         if session_id is None:
             session_id = new_id("s")
+            lineage = child.lineage if child is not None else None
             opening.append(
-                SessionCreated(session_id=session_id, cwd=str(cwd), model=model.name, mode=mode, headless=headless)
+                SessionCreated(
+                    session_id=session_id,
+                    cwd=str(cwd),
+                    model=model.name,
+                    mode=mode,
+                    headless=headless,
+                    parent_session_id=lineage.parent_session_id if lineage else "",
+                    parent_run_id=lineage.parent_run_id if lineage else "",
+                    agent=lineage.agent if lineage else "",
+                    request=child.request if child is not None else None,
+                )
             )
         else:
             events = await self.log.store.read_events(session_id)
@@ -167,8 +202,14 @@ class Runtime:
             return project, scope, protected, internal
 
         project, memory, protected, internal = await anyio.to_thread.run_sync(place, session_id)
+        bounds = child.bounds if child is not None else None
         hub = Hub(
-            internal, self.servers, log_dir=self.home / "logs", on_failure=on_failure, timeouts=self.tool_timeouts
+            internal,
+            self.servers,
+            log_dir=self.home / "logs",
+            on_failure=on_failure,
+            timeouts=self.tool_timeouts,
+            visible=bounds.sees if bounds is not None else None,
         )
         async with hub:
             session = Session(
@@ -185,6 +226,8 @@ class Runtime:
                 protected=protected,
                 profiles=self.profiles,
                 memory=memory,
+                bounds=bounds,
+                lineage=child.lineage if child is not None else None,
             )
             session.approvals.allowed_tools |= approved
             session.snapshots = snapshots

@@ -36,6 +36,7 @@ from orchestrator.events import (
     Notice,
     RunFinished,
     RunStarted,
+    RunStatus,
     UserMessage,
 )
 from orchestrator.hub.pool import Hub
@@ -47,9 +48,11 @@ from orchestrator.messages import Message
 from orchestrator.models.base import Model, ModelError, ToolSpec
 from orchestrator.models.profiles import ModelProfile, ProfileSettings, profile_for
 from orchestrator.models.retry import RetryingModel, RetryPolicy
+from orchestrator.policy.narrowing import Bounds
 from orchestrator.policy.protected import Protected
 from orchestrator.policy.rules import Rule
 from orchestrator.protocol import STORE_FAILURE
+from orchestrator.runtime.lineage import Lineage
 from orchestrator.runtime.owner import owner_alive, this_process
 from orchestrator.runtime.runs import DEFAULT_MAX_STEPS, RunResult, new_id
 from orchestrator.store.eventlog import EventLog
@@ -80,6 +83,8 @@ class Session:
         profiles: Mapping[str, ProfileSettings] | None = None,
         protected: Protected | None = None,
         memory: MemoryScope | None = None,
+        bounds: Bounds | None = None,
+        lineage: Lineage | None = None,
     ) -> None:
         self.id = session_id
         self.cwd = cwd
@@ -87,9 +92,17 @@ class Session:
         self.hub = hub
         self.log = log
         self.history: list[Message] = history if history is not None else []
-        self.approvals = Approvals(
-            session_id, log, mode, rules=rules, cwd=str(cwd), headless=headless, protected=protected
-        )
+        if bounds is not None:  # a child: its bounds were narrowed from its parent's
+            self.approvals = Approvals(session_id, log, bounds)
+        else:
+            self.approvals = Approvals.top_level(
+                session_id, log, mode, rules=rules, cwd=str(cwd), headless=headless, protected=protected
+            )
+        self.lineage = lineage or Lineage()
+        """Where the session sits in the tree of sessions (a child's parent and ancestors, its agent's role)."""
+        self.endings: dict[str, tuple[RunStatus, str]] = {}
+        """By run id, set just before the host cancels a run for a reason of its own (its timeout, its parent's end):
+        the run then ends with this status and reason instead of ``cancelled``."""
         self.stopping: str | None = None
         """Set when the runtime is shutting down: a run cancelled then is ``interrupted``, not ``cancelled``."""
         self._lock = anyio.Lock()
@@ -197,13 +210,13 @@ class Session:
     async def system_prompt(self, run_id: str | None = None) -> str:
         """The system prompt as of now: instruction files, skills and memory as they are (see ``prompts``)."""
         if self.prompts is None:
-            return base_prompt(self.cwd)
+            return base_prompt(self.cwd) + self.lineage.role_prompt()
         prompt = await self.prompts.prompt(self.hub)
         new = [p for p in prompt.problems if p not in self._told]
         if new:
             self._told.update(new)
             await self.log.append(*(Notice(session_id=self.id, run_id=run_id, level="warning", text=p) for p in new))
-        return prompt.text
+        return prompt.text + self.lineage.role_prompt()
 
     def _context(self, run_id: str, max_steps: int) -> RunContext:
         if self.snapshots is not None:
@@ -318,11 +331,13 @@ class Session:
             result = await body(ctx)
         except anyio.get_cancelled_exc_class():
             self._stale = True  # stopped anywhere: calls without results, a compaction half applied
-            ended = (
-                LoopResult("interrupted", self.stopping, "", ctx.step)
-                if self.stopping
-                else LoopResult("cancelled", "cancelled", "", ctx.step)
-            )
+            if self.stopping:
+                ended = LoopResult("interrupted", self.stopping, "", ctx.step)
+            elif ctx.run_id in self.endings:
+                status, reason = self.endings[ctx.run_id]
+                ended = LoopResult(status, reason, "", ctx.step)
+            else:
+                ended = LoopResult("cancelled", "cancelled", "", ctx.step)
             with anyio.CancelScope(shield=True):
                 await self._finish(ctx, ended)
             raise

@@ -1,0 +1,143 @@
+"""The host's side of child sessions: starting one, bounding its runs' time, and ending them with their parent's.
+
+:mod:`orchestrator.runtime.children` narrows a child's bounds and shows its runs on its parent's stream; this part
+of :class:`~orchestrator.runtime.host.SessionHost` (a base class) decides when: a child is opened like any
+session, with its bounds; each of its runs is relayed from its start to its end; a run with a ``timeout_s`` is
+cancelled past it and ends ``failed``; and a parent's run that ends, however it ends, cancels the runs of its
+children that still go, so no child outlives the work it was started for.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import anyio
+
+from orchestrator.runtime.children import PARENT_ENDED, ChildRelay, ModelChooser, child_opening, timed_out
+from orchestrator.runtime.host_runs import LiveRuns, RunHandle
+from orchestrator.runtime.runtime import ChildOpening, Runtime, Session
+
+if TYPE_CHECKING:
+    from orchestrator.models.base import Model
+
+__all__ = ["RELAY_FINISH_S", "ChildHost"]
+
+logger = logging.getLogger(__name__)
+
+RELAY_FINISH_S = 10.0
+"""How long recording a child's end on its parent's stream may take (a store write) before it is given up."""
+
+
+class ChildHost:
+    """Child sessions over a host's open sessions and live runs."""
+
+    runtime: Runtime
+    sessions: dict[str, Session]
+    live: LiveRuns
+
+    async def session(self, session_id: str) -> Session:  # pragma: no cover - the host's
+        """An open session (the host's method)."""
+        raise NotImplementedError
+
+    async def _open(
+        self,
+        cwd: Path,
+        model: Model,
+        mode: str,
+        session_id: str | None,
+        headless: bool = False,
+        notice: str = "",
+        child: ChildOpening | None = None,
+    ) -> Session:  # pragma: no cover - the host's
+        raise NotImplementedError
+
+    async def create_child(
+        self,
+        parent_id: str,
+        choose_model: ModelChooser,
+        *,
+        model: str | None = None,
+        agent: str | None = None,
+        allow: list[str] | None = None,
+        mode: str | None = None,
+        cwd: str = "",
+    ) -> Session:
+        """Open a child of ``parent_id``: its bounds narrowed from the parent's, its context its own.
+
+        Args:
+            parent_id: The parent session (opened if it is not).
+            choose_model: Builds the child's model (see :data:`~orchestrator.runtime.children.ModelChooser`).
+            model: The model spec asked for; None for the agent definition's, else the parent's.
+            agent: An agent definition's name (``$LOOM_HOME/agents``, ``<project>/.loom/agents``).
+            allow: An allow-list of globs over namespaced tool names, besides the definition's ``tools``.
+            mode: The mode asked for; None for the definition's, else the parent's.
+            cwd: The child's directory, inside the parent's; empty for the parent's.
+
+        Raises:
+            HostError: no such parent, an unknown agent or mode, a request for more than the parent has, or a model
+                that cannot be used; the message says which and what would work.
+        """
+        parent = await self.session(parent_id)
+        going = self.live.of(parent.id)
+        opening, definition = await child_opening(
+            parent,
+            home=self.runtime.home,
+            parent_run_id=going[0].run_id if going else "",
+            agent=agent,
+            allow=allow,
+            mode=mode,
+            cwd=cwd,
+        )
+        where = Path(opening.bounds.cwd)
+        chosen = choose_model(model, parent.model.name, definition, where)
+        bounds = opening.bounds
+        return await self._open(where, chosen, bounds.mode, None, bounds.deny_asks, child=opening)
+
+    def relay_for(self, session: Session, handle: RunHandle, goal: str | None) -> ChildRelay | None:
+        """The relay of a child's run to its parent's stream (None for a top-level session's run)."""
+        if not session.lineage.is_child:
+            return None
+        going = self.live.of(session.lineage.parent_session_id)
+        handle.parent_run_id = going[0].run_id if going else ""
+        return ChildRelay(self.runtime.log, session, handle, handle.parent_run_id, goal)
+
+    async def relay_finish(self, relay: ChildRelay) -> None:
+        """Record a child run's end on its parent's stream, bounded, even while the run's task is being cancelled."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(RELAY_FINISH_S):
+            try:
+                await relay.finish()
+            except Exception as exc:  # a store failure loses the parent's view of the end, never the host
+                logger.warning("the end of child run %s was not shown to its parent: %s", relay.handle.run_id, exc)
+
+    async def deadline(self, session: Session, handle: RunHandle) -> None:
+        """Cancel ``handle`` when its ``timeout_s`` has passed, so that it ends ``failed`` saying so."""
+        assert handle.timeout_s is not None
+        await anyio.sleep(handle.timeout_s)
+        session.endings[handle.run_id] = ("failed", timed_out(handle.timeout_s))
+        handle.scope.cancel()
+
+    def rebase_children(self, parent: Session) -> None:
+        """Give ``parent``'s open descendants bounds under its new ones (after its mode changed), top down.
+
+        A parent made stricter makes its children stricter at once, in the runs they have going; one made freer
+        frees them no further than their own levels say.
+        """
+        by_depth = sorted(
+            (s for s in self.sessions.values() if parent.id in s.lineage.ancestors), key=lambda s: s.lineage.depth
+        )
+        for child in by_depth:
+            above = self.sessions.get(child.lineage.parent_session_id)
+            if above is not None:
+                child.approvals.bounds = child.approvals.bounds.rebased(above.approvals.bounds)
+
+    def end_children(self, parent: Session, handle: RunHandle) -> None:
+        """Cancel the runs of ``parent``'s children that work for ``handle`` (the parent's run, which has ended)."""
+        for child in list(self.sessions.values()):
+            if child.lineage.parent_session_id != parent.id:
+                continue
+            for run in self.live.of(child.id):
+                if run.parent_run_id == handle.run_id:
+                    child.endings.setdefault(run.run_id, ("cancelled", PARENT_ENDED))
+                    run.scope.cancel()
