@@ -43,6 +43,7 @@ from benchmarks import (
     sends,
     startup,
     store,
+    subagents,
     tui,
 )
 from benchmarks._report import Figure, render
@@ -142,6 +143,7 @@ GROUPS = (
     "memory",
     "attach",
     "tui",
+    "subagents",
 )
 """The benchmark groups, in the order they run; ``--only`` picks some."""
 
@@ -176,6 +178,8 @@ def _groups(plan: Plan, tmp: Path, quick: bool) -> list[tuple[str, Callable[[], 
         ("memory", lambda: [memory.measure(where("memory"), quick=quick)]),
         ("attach", lambda: [attach.measure(where("attach"), quick=quick)]),
         ("tui", lambda: anyio.run(tui.measure, where("tui"), quick)),
+        # Issue 15: children through the subagents server on a daemon, alone and 20 at once.
+        ("subagents", lambda: subagents.measure(where("subagents"), quick=quick)),
     ]
     assert tuple(name for name, _ in groups) == GROUPS
     return groups

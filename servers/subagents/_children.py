@@ -54,6 +54,7 @@ class Children:
     def __init__(self, parent: str | None) -> None:
         self._parent = parent
         self._known: dict[str, Child] = {}
+        self._listed = False
 
     def track(self, child_id: str, child: Child) -> None:
         """Record a run this server started (the child's newest)."""
@@ -98,8 +99,10 @@ class Children:
         if child_ids is not None:
             return {child_id: await self.own(loom, child_id) for child_id in dict.fromkeys(child_ids)}
         going = {k: c for k, c in self._known.items() if c.status not in FINISHED}
-        if self._parent is not None:
-            # After a restart this server knows none of them: the face does.
+        if self._parent is not None and not self._listed:
+            # A new server for a parent that had children (Loom restarted) knows none of them: the face does. Once
+            # is enough: the children started since are this server's own.
+            self._listed = True
             for info in await loom.list_sessions():
                 if info.parent_session_id == self._parent and info.state == "active" and info.session_id not in going:
                     going[info.session_id] = await self.own(loom, info.session_id)

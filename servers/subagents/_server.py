@@ -1,8 +1,8 @@
 """The subagents MCP server: spawn child sessions, wait for them, read their results, follow up, cancel.
 
 It drives Loom only through Loom's face, with the client library (:class:`clients.loom.LoomClient`): a child is a
-session like any other, so every client sees, attaches to and answers it. ``connect`` opens a client for one
-tool call: in-process, a connection to the host's own face; standalone (``loom server subagents``), the daemon's.
+session like any other, so every client sees, attaches to and answers it. ``connect`` opens a client the server
+holds: in-process, a connection to the host's own face; standalone (``loom server subagents``), the daemon's.
 
 A server belongs to one session (its children's parent) and acts only on that session's children, so a model
 cannot read, steer or cancel a session that is not its own child by passing its id.
@@ -29,12 +29,13 @@ from orchestrator.protocol import MAX_WAIT_S, RunInfo, SessionInfo
 from servers._tools import Binding, DeferredServer
 from servers._version import loom_version
 from servers.subagents._children import Child, Children, read_run_events
+from servers.subagents._held import HeldClient
 from servers.subagents._summary import FINISHED, ChildState, child_state
 
 __all__ = ["Connect", "SubagentTools", "build_server", "main", "prepare_server"]
 
 Connect = Callable[[], AbstractAsyncContextManager[LoomClient]]
-"""Opens a client of Loom's face for one tool call."""
+"""Opens a client of Loom's face."""
 
 MAX_WAIT_TOOL_S = 300.0
 """The longest one wait call blocks: the model gets progress back at least this often."""
@@ -117,33 +118,45 @@ class WaitResult(BaseModel):
     note: str = ""
 
 
-def _refused(exc: FaceError) -> ToolError:
-    return ToolError(str(exc))
-
-
 class SubagentTools:
     """The subagents tools of one parent session; they act on its children only.
 
     Args:
-        connect: opens a client of Loom's face for one tool call.
+        connect: opens a client of Loom's face (held for the server's lifetime, see `HeldClient`).
         session_id: the parent session (None standalone without ``--parent``: the children are top-level
             sessions in ``cwd``, and only those this server started are its own).
         cwd: where top-level children work when there is no parent.
     """
 
     def __init__(self, connect: Connect, *, session_id: str | None, cwd: Path) -> None:
-        self._connect = connect
+        self.held = HeldClient(connect)
         self.session_id = session_id
         self._cwd = cwd
         self.children = Children(session_id)
 
     @contextlib.asynccontextmanager
     async def _face(self) -> AsyncIterator[LoomClient]:
-        try:
-            async with self._connect() as loom:
+        """A client of the face for one tool call; a refusal inside it comes out as the tool's error.
+
+        The refusal is caught inside the connection and raised once it is closed: raised through it, a daemon
+        connection's task group would wrap it in an exception group, and the model would be told only that the
+        tool failed.
+        """
+        failure: Exception | None = None
+        async with self.held.client() as loom:
+            try:
                 yield loom
-        except FaceError as exc:
-            raise _refused(exc) from exc
+            except (FaceError, ToolError) as exc:
+                failure = exc
+            except Exception as exc:  # the connection failed under the call: the next one opens another
+                self.held.forget()
+                failure = ToolError(f"the connection to Loom failed ({type(exc).__name__}: {exc}); try again")
+        if failure is not None:
+            raise ToolError(str(failure)) from failure
+
+    def lifespan(self, _server: MCPServer) -> contextlib.AbstractAsyncContextManager[None]:
+        """While the server runs, its tool calls share one client of the face."""
+        return self.held.running()
 
     async def _start(self, loom: LoomClient, spec: ChildSpec) -> Spawned:
         where = {"cwd": ""} if self.session_id else {"cwd": str(self._cwd)}
@@ -206,8 +219,10 @@ class SubagentTools:
         started = sum(e.started for e in made)
         return SpawnedMany(children=made, started=started, refused=len(made) - started)
 
-    async def _state(self, loom: LoomClient, child_id: str, child: Child) -> ChildState:
-        run = await loom.get_run(child.run_id)
+    async def _state(self, loom: LoomClient, child_id: str, child: Child, run: RunInfo | None = None) -> ChildState:
+        """The child's state; ``run``: its run as just read (a finished run does not change)."""
+        if run is None or run.status not in FINISHED:
+            run = await loom.get_run(child.run_id)
         events = await read_run_events(loom, child_id, child.after_seq)
         state = child_state(
             child_id,
@@ -242,14 +257,14 @@ class SubagentTools:
             chosen = await self.children.resolve(loom, child_ids)
             if not chosen:
                 return WaitResult(finished=[], running=[], waited_s=0.0, timed_out=False, note="no child is running")
-            ended: set[str] = set()
+            ended: dict[str, RunInfo] = {}
 
             async def watch(child_id: str, child: Child, group: anyio.abc.TaskGroup) -> None:
                 while True:
                     left = started + timeout_s - anyio.current_time()
                     run = await loom.get_run(child.run_id, wait_s=max(0.0, min(MAX_WAIT_S, left)))
                     if run.status in FINISHED:
-                        ended.add(child_id)
+                        ended[child_id] = run
                         if mode == "any":
                             group.cancel_scope.cancel()
                         return
@@ -262,7 +277,7 @@ class SubagentTools:
                 async with anyio.create_task_group() as group:
                     for child_id, child in chosen.items():
                         group.start_soon(watch, child_id, child, group)
-            states = await self._states(loom, chosen)
+            states = await self._states(loom, chosen, ended)
         waited = round(anyio.current_time() - started, 3)
         finished = [s for s in states if s.finished]
         running = [s for s in states if not s.finished]
@@ -276,11 +291,11 @@ class SubagentTools:
         )
         return WaitResult(finished=finished, running=running, waited_s=waited, timed_out=not met, note=note)
 
-    async def _states(self, loom: LoomClient, chosen: dict[str, Child]) -> list[ChildState]:
+    async def _states(self, loom: LoomClient, chosen: dict[str, Child], ended: dict[str, RunInfo]) -> list[ChildState]:
         states: dict[str, ChildState] = {}
 
         async def one(child_id: str, child: Child) -> None:
-            states[child_id] = await self._state(loom, child_id, child)
+            states[child_id] = await self._state(loom, child_id, child, ended.get(child_id))
 
         async with anyio.create_task_group() as group:
             for child_id, child in chosen.items():
@@ -341,7 +356,7 @@ def prepare_server(
     """The ``subagents`` server of one session, its ``MCPServer`` built on first use.
 
     Args:
-        connect: opens a client of Loom's face (a tool call holds one for as long as it runs).
+        connect: opens a client of Loom's face; a running server holds one for its tool calls.
         session_id: the parent session; None for top-level children in ``cwd``.
         cwd: the working directory of top-level children.
         home: Loom's home, whose ``agents/`` definitions spawn's description lists.
@@ -357,6 +372,7 @@ def prepare_server(
             instructions="Child agents: spawn them, wait for their results, follow up, cancel.",
             tools=bound,
             log_level="WARNING",
+            lifespan=tools.lifespan,
         )
 
     bindings = [

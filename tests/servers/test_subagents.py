@@ -204,3 +204,28 @@ async def test_the_standalone_server_without_a_daemon_says_to_start_one(tmp_path
     assert done.returncode == 2, done
     assert "start `loom serve` first" in done.stderr
     assert json.dumps(done.stdout) == '""'  # nothing on the MCP wire
+
+
+async def test_the_servers_calls_share_one_connection_and_a_broken_one_is_replaced(tmp_path: Path) -> None:
+    project, home = make_project(tmp_path / "p"), tmp_path / "home"
+    write_script(project / "s.json", READS)
+    async with open_client(home, cwd=project) as live:
+        async with open_client(tmp_path / "other-home", cwd=project) as gone:
+            stale = gone  # closed when this block ends: calls on it fail as on a daemon that went away
+        opened: list[LoomClient] = []
+
+        @contextlib.asynccontextmanager
+        async def connect() -> AsyncIterator[LoomClient]:
+            loom = stale if not opened else live
+            opened.append(loom)
+            yield loom
+
+        server = build_server(connect, session_id=None, cwd=project, home=home, project=project)
+        async with Client(server) as client:
+            broken = await client.call_tool("spawn", {"goal": "x", "model": "scripted:s.json"})
+            spawned = data(await client.call_tool("spawn", {"goal": "x", "model": "scripted:s.json"}))
+            data(await client.call_tool("result", {"child_id": spawned["child_id"]}))
+            data(await client.call_tool("wait", {"timeout_s": 30}))
+
+    assert "the connection to Loom failed" in error(broken) and "try again" in error(broken)
+    assert opened == [stale, live]  # three calls after the failure, one connection
