@@ -11,9 +11,9 @@ the host like any run, instead of starting another.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import anyio
 
@@ -124,8 +124,18 @@ class FaceSession(Protocol):
 class FaceClient(Protocol):
     """The face's tools the adapter calls, with the child-session arguments of issue 15 (``LoomClient``'s)."""
 
-    async def create_session(self, cwd: str, **options: Any) -> FaceSession: ...  # noqa: D102
-    async def send_message(self, session_id: str, text: str, **options: Any) -> FaceRun: ...  # noqa: D102
+    async def create_session(  # noqa: D102
+        self,
+        cwd: str,
+        *,
+        model: str | None = None,
+        headless: bool = False,
+        parent_session_id: str | None = None,
+        agent: str | None = None,
+    ) -> FaceSession: ...
+    async def send_message(  # noqa: D102
+        self, session_id: str, text: str, *, max_steps: int = 50, timeout_s: float | None = None
+    ) -> FaceRun: ...
     async def get_run(self, run_id: str, *, wait_s: float = 0) -> FaceRun: ...  # noqa: D102
     async def cancel_run(self, run_id: str) -> FaceRun: ...  # noqa: D102
 
@@ -141,7 +151,10 @@ class FaceChildren:
         client: A face client (``LoomClient``) to the host running the orchestrating session.
         session_id: The orchestrating session: the children's parent, whose log the events go to.
         append: How events reach that log (in-process, the host's event log; the face has no tool for it).
-        headless: Start the children headless (what would ask is denied); None inherits the parent's.
+        headless: Start the children headless, what would ask is denied (a child of a headless parent is headless
+            whatever this says).
+        models: A model spec per agent name (``{"planner": "anthropic:claude-opus-4-5"}``); an agent not named
+            runs on its definition's model, else its parent's.
         refusals: The exceptions by which the client says a tool refused (``clients.loom.FaceError``); they become
             :class:`ChildError`. Anything else (a broken connection) goes up as it is.
     """
@@ -152,7 +165,8 @@ class FaceChildren:
         session_id: str,
         append: Callable[[Sequence[Event]], Awaitable[None]],
         *,
-        headless: bool | None = None,
+        headless: bool = False,
+        models: Mapping[str, str] | None = None,
         refusals: tuple[type[Exception], ...] = (),
     ) -> None:
         self.client = client
@@ -160,6 +174,7 @@ class FaceChildren:
         self.session_id = session_id
         self._append = append
         self.headless = headless
+        self.models = dict(models or {})
 
     async def spawn(self, spec: ChildSpec) -> ChildHandle:
         """Create the child session (cwd the parent's) and send it its goal with its deadline.
@@ -167,13 +182,20 @@ class FaceChildren:
         Raises:
             ChildError: The face refused the session or the message (its message says why).
         """
-        options: dict[str, Any] = {"parent_session_id": self.session_id, "agent": spec.agent}
-        if self.headless is not None:
-            options["headless"] = self.headless
-        steps = {"max_steps": spec.max_steps} if spec.max_steps is not None else {}
         try:
-            session = await self.client.create_session("", **options)
-            run = await self.client.send_message(session.session_id, spec.goal, timeout_s=spec.timeout_s, **steps)
+            session = await self.client.create_session(
+                "",
+                model=self.models.get(spec.agent),
+                headless=self.headless,
+                parent_session_id=self.session_id,
+                agent=spec.agent,
+            )
+            if spec.max_steps is None:
+                run = await self.client.send_message(session.session_id, spec.goal, timeout_s=spec.timeout_s)
+            else:
+                run = await self.client.send_message(
+                    session.session_id, spec.goal, max_steps=spec.max_steps, timeout_s=spec.timeout_s
+                )
         except self.refusals as exc:
             raise ChildError(str(exc)) from exc
         return ChildHandle(session.session_id, run.run_id)
