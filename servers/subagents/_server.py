@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from clients.loom import FaceError, LoomClient
 from orchestrator.agents import find_agents, render_agents
-from orchestrator.protocol import MAX_WAIT_S, RunInfo, SessionInfo
+from orchestrator.protocol import MAX_WAIT_S, RunInfo
 from servers._tools import Binding, DeferredServer
 from servers._version import loom_version
 from servers.subagents._children import Child, Children, read_run_events
@@ -159,19 +159,17 @@ class SubagentTools:
         return self.held.running()
 
     async def _start(self, loom: LoomClient, spec: ChildSpec) -> Spawned:
-        where = {"cwd": ""} if self.session_id else {"cwd": str(self._cwd)}
-        asked = {"parent_session_id": self.session_id, "agent": spec.agent, "allow": spec.allow, "model": spec.model}
-        # Omitted rather than null: the face then applies its own defaults (the parent's mode, the agent's model).
-        arguments = where | {k: v for k, v in asked.items() if v is not None}
-        child = await loom.call("create_session", SessionInfo, **arguments)
-        run = await loom.call(
-            "send_message",
-            RunInfo,
-            session_id=child.session_id,
-            text=spec.goal,
-            max_steps=spec.max_steps,
-            timeout_s=spec.timeout_s,
+        if self.session_id is None and (spec.agent is not None or spec.allow is not None):
+            raise ToolError("agent and allow narrow a child of a session: start this server with --parent SESSION")
+        # A child works in its parent's directory ("") unless there is no parent: then in this server's.
+        child = await loom.create_session(
+            "" if self.session_id else str(self._cwd),
+            model=spec.model,
+            parent_session_id=self.session_id,
+            agent=spec.agent,
+            allow=spec.allow,
         )
+        run = await loom.send_message(child.session_id, spec.goal, max_steps=spec.max_steps, timeout_s=spec.timeout_s)
         self.children.track(child.session_id, Child(run.run_id, child.agent or spec.agent or "", 0, run.status))
         return Spawned(child_id=child.session_id, run_id=run.run_id, agent=child.agent, status=run.status)
 
@@ -207,7 +205,7 @@ class SubagentTools:
             async with limiter:
                 try:
                     done = await self._start(loom, spec)
-                except FaceError as exc:
+                except (FaceError, ToolError) as exc:
                     entries[index] = SpawnEntry(index=index, started=False, error=str(exc))
                     return
             entries[index] = SpawnEntry(index=index, started=True, **done.model_dump())
@@ -324,9 +322,7 @@ class SubagentTools:
             if not before.finished:
                 raise ToolError(f"child {child_id} is still {before.status}; wait for it or cancel it first")
             last_seq = (await loom.get_session(child_id)).last_seq
-            run = await loom.call(
-                "send_message", RunInfo, session_id=child_id, text=message, max_steps=max_steps, timeout_s=timeout_s
-            )
+            run = await loom.send_message(child_id, message, max_steps=max_steps, timeout_s=timeout_s)
             self.children.track(child_id, Child(run.run_id, child.agent, last_seq, run.status))
             return Spawned(child_id=child_id, run_id=run.run_id, agent=child.agent, status=run.status)
 
