@@ -1,0 +1,127 @@
+"""Children of a real parent session, through the real face: failures stay where they happen.
+
+The subagents server is the parent's (``session_id`` = the parent), as ``loom server subagents --parent P`` runs
+it; the children are scripted: one succeeds, one's model fails, one hangs past its timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.types import CallToolResult
+
+from clients.loom import LoomClient, open_client
+from servers.subagents import build_server
+from tests.clients.cli_support import make_project, write_script
+
+pytestmark = pytest.mark.anyio
+
+OK_ANSWER = "The README says: tools for widgets.\n\nOpen questions:\n- are the blue widgets still supported\n"
+CHILDREN: dict[str, list[dict[str, Any]]] = {
+    "ok.json": [
+        {"text": "Reading.", "tool_calls": [{"name": "fs__read", "arguments": {"path": "README.md"}}]},
+        {"text": OK_ANSWER},
+    ],
+    "fail.json": [{"error": "permanent:the provider refused the request"}],
+    "hang.json": [{"text": "thinking for a long time", "delay_s": 60}],
+}
+
+
+def data(result: CallToolResult) -> dict[str, Any]:
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    found: dict[str, Any] = result.structured_content
+    return found
+
+
+@contextlib.asynccontextmanager
+async def parent_server(tmp_path: Path) -> AsyncIterator[tuple[Client, LoomClient, str]]:
+    """The subagents server of a parent session on an in-process face, the face's client, and the parent's id."""
+    project, home = make_project(tmp_path / "p"), tmp_path / "home"
+    for name, turns in CHILDREN.items():
+        write_script(project / name, turns)
+    write_script(project / "parent.json", [{"text": "parent"}])
+    async with open_client(home, cwd=project) as loom:
+        parent = await loom.create_session(str(project), model="scripted:parent.json", mode="ask")
+
+        @contextlib.asynccontextmanager
+        async def connect() -> AsyncIterator[LoomClient]:
+            yield loom
+
+        server = build_server(connect, session_id=parent.session_id, cwd=project, home=home, project=project)
+        async with Client(server) as client:
+            yield client, loom, parent.session_id
+
+
+async def test_one_fails_one_times_out_one_succeeds_and_each_outcome_comes_back(tmp_path: Path) -> None:
+    async with parent_server(tmp_path) as (client, loom, parent):
+        many = data(
+            await client.call_tool(
+                "spawn_many",
+                {
+                    "children": [
+                        {"goal": "summarise the README", "model": "scripted:ok.json"},
+                        {"goal": "this one fails", "model": "scripted:fail.json"},
+                        {"goal": "this one hangs", "model": "scripted:hang.json", "timeout_s": 1.5},
+                    ]
+                },
+            )
+        )
+        started = time.monotonic()
+        waited = data(await client.call_tool("wait", {"mode": "all", "timeout_s": 30}))
+        took = time.monotonic() - started
+        sessions = {s.session_id: s for s in await loom.list_sessions()}
+
+    ids = [c["child_id"] for c in many["children"]]
+    assert many["started"] == 3 and len(set(ids)) == 3
+    assert not waited["timed_out"] and waited["running"] == [] and took < 20
+    by_id = {c["child_id"]: c for c in waited["finished"]}
+    ok, failed, hung = (by_id[i] for i in ids)
+
+    assert ok["status"] == "completed" and ok["final_text"] == OK_ANSWER  # undisturbed by its siblings
+    assert ok["summary"]["open_questions"] == ["are the blue widgets still supported"]
+    assert failed["status"] == "failed" and "the provider refused the request" in failed["reason"]
+    assert hung["status"] == "timed_out" and hung["reason"].startswith("timed out")
+    assert 1.0 <= hung["elapsed_s"] < 15
+
+    # Each child is a session of its own, linked to its parent; the parent itself was not touched.
+    assert all(sessions[i].parent_session_id == parent for i in ids)
+    assert sessions[parent].status == "idle"
+
+
+async def test_children_of_another_parent_are_not_this_ones(tmp_path: Path) -> None:
+    async with parent_server(tmp_path) as (client, loom, parent):
+        project = Path((await loom.get_session(parent)).cwd)
+        other = await loom.create_session(str(project), model="scripted:parent.json", mode="ask")
+        stranger = await loom.create_session("", parent_session_id=other.session_id, model="scripted:ok.json")
+        refused = await client.call_tool("result", {"child_id": stranger.session_id})
+        mine = data(await client.call_tool("spawn", {"goal": "summarise", "model": "scripted:ok.json"}))
+        found = data(await client.call_tool("result", {"child_id": mine["child_id"]}))
+
+    assert refused.is_error and "is not one of your children" in str(refused.content)
+    assert found["child_id"] == mine["child_id"]
+
+
+async def test_a_new_server_for_the_same_parent_finds_its_children(tmp_path: Path) -> None:
+    # After a restart the server's memory is empty: the face still knows whose children they are.
+    async with parent_server(tmp_path) as (client, loom, parent):
+        spawned = data(await client.call_tool("spawn", {"goal": "summarise", "model": "scripted:ok.json"}))
+        project = Path((await loom.get_session(parent)).cwd)
+
+        @contextlib.asynccontextmanager
+        async def connect() -> AsyncIterator[LoomClient]:
+            yield loom
+
+        again = build_server(connect, session_id=parent, cwd=project, home=tmp_path / "home", project=project)
+        async with Client(again) as fresh:
+            waited = data(await fresh.call_tool("wait", {"child_ids": [spawned["child_id"]], "timeout_s": 30}))
+
+    (result,) = waited["finished"]
+    assert result["run_id"] == spawned["run_id"] and result["status"] == "completed"
+    assert result["final_text"] == OK_ANSWER
