@@ -30,7 +30,7 @@ from servers._tools import Binding, DeferredServer
 from servers._version import loom_version
 from servers.subagents._children import Child, Children, read_run_events
 from servers.subagents._held import HeldClient
-from servers.subagents._summary import FINISHED, ChildState, child_state
+from servers.subagents._summary import FINISHED, MAX_ANSWER_CHARS, ChildState, child_state
 
 __all__ = ["Connect", "SubagentTools", "build_server", "main", "prepare_server"]
 
@@ -39,6 +39,9 @@ Connect = Callable[[], AbstractAsyncContextManager[LoomClient]]
 
 MAX_WAIT_TOOL_S = 300.0
 """The longest one wait call blocks: the model gets progress back at least this often."""
+WAIT_ANSWER_BUDGET = 24_000
+"""Characters of final answers one wait returns in all, shared by the children it reports finished."""
+MIN_ANSWER_SHARE = 2_000
 MAX_SPAWN_MANY = 32
 MAX_TIMEOUT_S = 24 * 3600.0
 _SPAWN_AT_ONCE = 8
@@ -217,7 +220,14 @@ class SubagentTools:
         started = sum(e.started for e in made)
         return SpawnedMany(children=made, started=started, refused=len(made) - started)
 
-    async def _state(self, loom: LoomClient, child_id: str, child: Child, run: RunInfo | None = None) -> ChildState:
+    async def _state(
+        self,
+        loom: LoomClient,
+        child_id: str,
+        child: Child,
+        run: RunInfo | None = None,
+        answer_chars: int = MAX_ANSWER_CHARS,
+    ) -> ChildState:
         """The child's state; ``run``: its run as just read (a finished run does not change)."""
         if run is None or run.status not in FINISHED:
             run = await loom.get_run(child.run_id)
@@ -231,6 +241,7 @@ class SubagentTools:
             final_text=run.final_text,
             agent=child.agent,
             pending_approvals=run.pending_approvals,
+            answer_chars=answer_chars,
         )
         child.status = state.status
         return state
@@ -291,9 +302,11 @@ class SubagentTools:
 
     async def _states(self, loom: LoomClient, chosen: dict[str, Child], ended: dict[str, RunInfo]) -> list[ChildState]:
         states: dict[str, ChildState] = {}
+        # The parent's context grows by what a wait returns: the answers share one budget.
+        share = max(MIN_ANSWER_SHARE, min(MAX_ANSWER_CHARS, WAIT_ANSWER_BUDGET // max(1, len(ended))))
 
         async def one(child_id: str, child: Child) -> None:
-            states[child_id] = await self._state(loom, child_id, child, ended.get(child_id))
+            states[child_id] = await self._state(loom, child_id, child, ended.get(child_id), share)
 
         async with anyio.create_task_group() as group:
             for child_id, child in chosen.items():

@@ -166,6 +166,7 @@ def child_state(
     agent: str = "",
     pending_approvals: Sequence[str] = (),
     now: float | None = None,
+    answer_chars: int = MAX_ANSWER_CHARS,
 ) -> ChildState:
     """A child's state from the face's view of its run (``status``...) and its session's events.
 
@@ -179,6 +180,7 @@ def child_state(
         agent: the agent definition the child runs as.
         pending_approvals: approval ids it waits for.
         now: the clock for the elapsed time of a run still going (default: now).
+        answer_chars: how much of the answer to carry (a wait for many children shares one budget).
     """
     status = outcome(status, reason)
     began: float | None = None
@@ -203,7 +205,10 @@ def child_state(
             reason = reason or event.reason
     done = status in FINISHED
     end = ended if ended is not None else (now if now is not None else time.time())
-    answer = final_text if len(final_text) <= MAX_ANSWER_CHARS else final_text[:MAX_ANSWER_CHARS] + "\n[cut]"
+    answer = final_text
+    if len(final_text) > answer_chars:
+        more = "" if answer_chars >= MAX_ANSWER_CHARS else f"; result({child_id}) gives up to {MAX_ANSWER_CHARS:,}"
+        answer = f"{final_text[:answer_chars]}\n[cut at {answer_chars:,} of {len(final_text):,} characters{more}]"
     return ChildState(
         child_id=child_id,
         run_id=run_id,

@@ -229,3 +229,17 @@ async def test_the_servers_calls_share_one_connection_and_a_broken_one_is_replac
 
     assert "the connection to Loom failed" in error(broken) and "try again" in error(broken)
     assert opened == [stale, live]  # three calls after the failure, one connection
+
+
+async def test_a_wait_for_many_children_shares_one_budget_of_answer_text(tmp_path: Path) -> None:
+    long = "w" * 20_000
+    async with subagents(tmp_path, [{"text": long}]) as (client, _loom, _project):
+        spec = {"goal": "write a lot", "model": "scripted:s.json"}
+        data(await client.call_tool("spawn_many", {"children": [spec, spec, spec]}))
+        waited = data(await client.call_tool("wait", {"timeout_s": 30}))
+        one = data(await client.call_tool("result", {"child_id": waited["finished"][0]["child_id"]}))
+
+    assert len(waited["finished"]) == 3
+    assert all(8_000 <= len(c["final_text"]) < 8_200 for c in waited["finished"])  # 24,000 shared by 3
+    assert "gives up to 12,000" in waited["finished"][0]["final_text"]
+    assert 12_000 <= len(one["final_text"]) < 12_200

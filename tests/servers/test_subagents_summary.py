@@ -144,5 +144,8 @@ def test_a_finished_child_carries_its_answer_cut_to_a_bound_and_its_summary() ->
     ]
     state = child_state(S, RUN, events, status="completed", final_text=answer)
     assert state.finished and state.steps == 3
-    assert len(state.final_text) < MAX_ANSWER_CHARS + 20 and state.final_text.endswith("[cut]")
-    assert state.summary is not None and state.summary.open_questions == ["Is this enough?"]
+    assert len(state.final_text) < MAX_ANSWER_CHARS + 100
+    assert state.final_text.endswith(f"[cut at {MAX_ANSWER_CHARS:,} of {len(answer):,} characters]")
+    assert state.summary is not None and state.summary.open_questions == ["Is this enough?"]  # from all of it
+    shared = child_state(S, RUN, events, status="completed", final_text=answer, answer_chars=2000)
+    assert len(shared.final_text) < 2100 and f"result({S}) gives up to" in shared.final_text

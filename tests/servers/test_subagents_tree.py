@@ -125,3 +125,22 @@ async def test_a_new_server_for_the_same_parent_finds_its_children(tmp_path: Pat
     (result,) = waited["finished"]
     assert result["run_id"] == spawned["run_id"] and result["status"] == "completed"
     assert result["final_text"] == OK_ANSWER
+
+
+async def test_a_child_wider_than_its_parent_is_refused_with_the_faces_reason(tmp_path: Path) -> None:
+    async with parent_server(tmp_path) as (client, loom, parent):
+        unknown = await client.call_tool("spawn", {"goal": "x", "agent": "no-such-agent"})
+        elsewhere = await client.call_tool("spawn", {"goal": "x", "allow": ["github__*"]})
+        many = data(
+            await client.call_tool(
+                "spawn_many",
+                {"children": [{"goal": "x", "agent": "no-such-agent"}, {"goal": "y", "model": "scripted:ok.json"}]},
+            )
+        )
+        children = [s for s in await loom.list_sessions() if s.parent_session_id == parent]
+
+    assert unknown.is_error and "no-such-agent" in str(unknown.content)
+    assert elsewhere.is_error and "github" in str(elsewhere.content)
+    assert [e["started"] for e in many["children"]] == [False, True]
+    assert "no-such-agent" in many["children"][0]["error"]
+    assert len(children) == 1  # nothing was started as something else
