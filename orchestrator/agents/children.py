@@ -10,6 +10,7 @@ the host like any run, instead of starting another.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -138,6 +139,7 @@ class FaceClient(Protocol):
     ) -> FaceRun: ...
     async def get_run(self, run_id: str, *, wait_s: float = 0) -> FaceRun: ...  # noqa: D102
     async def cancel_run(self, run_id: str) -> FaceRun: ...  # noqa: D102
+    async def resume_run(self, run_id: str, *, wait_s: float = 0, headless: bool = False) -> FaceRun: ...  # noqa: D102
 
 
 WAIT_SLICE_S = 30.0
@@ -175,6 +177,7 @@ class FaceChildren:
         self._append = append
         self.headless = headless
         self.models = dict(models or {})
+        self._resumed: set[str] = set()
 
     async def spawn(self, spec: ChildSpec) -> ChildHandle:
         """Create the child session (cwd the parent's) and send it its goal with its deadline.
@@ -201,7 +204,10 @@ class FaceChildren:
         return ChildHandle(session.session_id, run.run_id)
 
     async def wait(self, child: ChildHandle, timeout_s: float) -> ChildOutcome | None:
-        """Poll ``get_run`` in bounded slices until the run ends or ``timeout_s`` passes."""
+        """Poll ``get_run`` in bounded slices until the run ends or ``timeout_s`` passes.
+
+        A run found ``interrupted`` (Loom restarted and did not resume it) is resumed, once, under its own id.
+        """
         deadline = anyio.current_time() + timeout_s if math.isfinite(timeout_s) else math.inf
         while True:
             left = deadline - anyio.current_time()
@@ -210,6 +216,13 @@ class FaceChildren:
                 return ChildOutcome(run.status, run.final_text, run.reason)
             if anyio.current_time() >= deadline:
                 return None
+            if run.status == "interrupted" and child.run_id not in self._resumed:
+                # A restart without autoResume leaves the child's run interrupted: carry it on under its own id,
+                # once (a refusal means another client resumed it first).
+                self._resumed.add(child.run_id)
+                with contextlib.suppress(*self.refusals):
+                    await self.client.resume_run(child.run_id, headless=self.headless)
+                continue
             if run.status in ("interrupted", "needs_review", "awaiting_approval"):
                 await anyio.sleep(min(1.0, max(0.0, left)))  # get_run returns at once for these: do not spin
 

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import anyio
 
 from orchestrator.agents.children import ChildError, ChildHandle, ChildOutcome, Children, ChildSpec
-from orchestrator.agents.graph import MAX_TASKS, GraphError, GraphState, TaskProgress, fold, validate_tasks
-from orchestrator.agents.report import Report, report
+from orchestrator.agents.graph import GraphError, GraphState, TaskProgress, fold, validate_tasks
+from orchestrator.agents.limits import Limits, OrchestrationError
+from orchestrator.agents.report import Report, report, summary
 from orchestrator.agents.roles import executor_brief, parse_plan, parse_verdict, planner_brief, reviewer_brief
 from orchestrator.events import (
     CHILD_TEXT_CHARS,
@@ -41,47 +41,6 @@ from orchestrator.events import (
 )
 
 __all__ = ["Limits", "OrchestrationError", "Orchestrator"]
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """How an orchestration is bounded.
-
-    Attributes:
-        max_parallel: Tasks with a child going at once (an executor or its reviewer), at most.
-        task_timeout_s: Each executor's and reviewer's run is cancelled past this; the planner's too.
-        max_attempts: Executor attempts per task; a failed review or run re-queues the task until then.
-        max_tasks: The most tasks a planned graph may have.
-        plan_attempts: Planner children asked for a graph (the second is told what was wrong with the first).
-        wait_grace_s: How long past a child's own deadline the controller waits before cancelling it itself.
-    """
-
-    max_parallel: int = 4
-    task_timeout_s: float = 900.0
-    max_attempts: int = 3
-    max_tasks: int = MAX_TASKS
-    plan_attempts: int = 2
-    wait_grace_s: float = 30.0
-
-    def __post_init__(self) -> None:
-        problems = [
-            f"{name} must be at least {low}, not {value}"
-            for name, value, low in (
-                ("max_parallel", self.max_parallel, 1),
-                ("max_attempts", self.max_attempts, 1),
-                ("max_tasks", self.max_tasks, 1),
-                ("plan_attempts", self.plan_attempts, 1),
-            )
-            if value < low
-        ]
-        if not self.task_timeout_s > 0:
-            problems.append(f"task_timeout_s must be more than 0, not {self.task_timeout_s}")
-        if problems:
-            raise OrchestrationError("; ".join(problems))
-
-
-class OrchestrationError(ValueError):
-    """An orchestration cannot be started or resumed as asked; the message says why."""
 
 
 def _cut(text: str) -> str:
@@ -119,7 +78,27 @@ class Orchestrator:
         tasks: Sequence[PlannedTask] | None = None,
         orchestration_id: str | None = None,
     ) -> Report:
-        """Start an orchestration of ``goal`` and carry it to its end.
+        """Start an orchestration of ``goal`` and carry it to its end: :meth:`begin`, then :meth:`drive`.
+
+        Raises:
+            OrchestrationError: As :meth:`begin`.
+        """
+        limits = limits or Limits()
+        state = await self.begin(goal, limits, tasks=tasks, orchestration_id=orchestration_id)
+        return await self.drive(state, limits)
+
+    async def begin(
+        self,
+        goal: str,
+        limits: Limits | None = None,
+        *,
+        tasks: Sequence[PlannedTask] | None = None,
+        orchestration_id: str | None = None,
+    ) -> GraphState:
+        """Record an orchestration's start (and a given graph), and return its state for :meth:`drive`.
+
+        A face tool that answers at once calls this, answers with ``report(state)``, and drives in the background:
+        the orchestration is in the session's log before the tool answers.
 
         Args:
             goal: What to achieve; the planner's brief.
@@ -128,7 +107,7 @@ class Orchestrator:
             orchestration_id: Its id (default: a new ``orch_...``).
 
         Raises:
-            OrchestrationError: The goal is empty, or ``tasks`` is not a runnable graph.
+            OrchestrationError: The goal is empty, or ``tasks`` is not a runnable graph; nothing is recorded.
         """
         limits = limits or Limits()
         if not goal.strip():
@@ -149,13 +128,13 @@ class Orchestrator:
         state = GraphState(started)
         if checked is not None:
             await self._record(state, TaskGraphPlanned(**self._ids(state), tasks=checked))
-        return await self._drive(state, limits)
+        return state
 
     async def resume(self, events: Sequence[Event], orchestration_id: str, limits: Limits | None = None) -> Report:
         """Carry on an orchestration from its stored events (the session's, in ``seq`` order).
 
-        Passed tasks are not run again; a task whose executor or reviewer was going waits for that child.
-        ``limits`` defaults to those the orchestration was started with (its planning limits to the defaults).
+        Passed tasks are not run again; a task whose executor or reviewer was going waits for that child. A
+        finished orchestration is only reported.
 
         Raises:
             OrchestrationError: No orchestration with that id is in the events.
@@ -164,6 +143,14 @@ class Orchestrator:
             state = fold(events, orchestration_id)
         except KeyError:
             raise OrchestrationError(f"no orchestration {orchestration_id!r} in this session") from None
+        return await self.drive(state, limits)
+
+    async def drive(self, state: GraphState, limits: Limits | None = None) -> Report:
+        """Carry an orchestration from ``state`` to its end (a finished one is only reported).
+
+        ``limits`` defaults to those it was started with (the rest of :class:`Limits` to their defaults).
+        Cancelling the calling scope stops it where it is, resumable; :meth:`cancel` ends it.
+        """
         if state.finished is not None:
             return report(state)
         s = state.started
@@ -236,7 +223,7 @@ class Orchestrator:
                 with anyio.CancelScope(shield=True):
                     await self._cancel_all(state, self._cancelled.pop(oid))
             elif state.finished is None:
-                await self._finish(state, state.outcome(), self._summary(state))
+                await self._finish(state, state.outcome(), summary(state))
         finally:
             self._scopes.pop(oid, None)
         return report(state)
@@ -429,16 +416,3 @@ class Orchestrator:
     async def _finish(self, state: GraphState, status: OrchestrationStatus, reason: str) -> None:
         event = OrchestrationFinished(**self._ids(state), status=status, reason=reason, counts=state.counts())
         await self._record(state, event)
-
-    @staticmethod
-    def _summary(state: GraphState) -> str:
-        counts = state.counts()
-        total = len(state.tasks)
-        if counts.get("passed", 0) == total:
-            return f"all {total} task{'s' if total != 1 else ''} passed"
-        parts = []
-        for name in ("failed", "blocked", "cancelled"):
-            ids = [tid for tid, task in state.tasks.items() if task.state == name]
-            if ids:
-                parts.append(f"{len(ids)} {name} ({', '.join(ids[:10])}{', ...' if len(ids) > 10 else ''})")
-        return f"{counts.get('passed', 0)} of {total} tasks passed; " + ", ".join(parts)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 from orchestrator.agents.graph import GraphState
 from orchestrator.events import Event, OrchestrationFinished, OrchestrationStarted, TaskState
 
-__all__ = ["Report", "TaskReport", "report", "unfinished"]
+__all__ = ["Report", "TaskReport", "report", "summary", "unfinished"]
 
 
 class TaskReport(BaseModel):
@@ -90,6 +90,20 @@ def report(state: GraphState) -> Report:
             for tid, task in state.tasks.items()
         ],
     )
+
+
+def summary(state: GraphState) -> str:
+    """One line for a finished graph: ``all 3 tasks passed``, or how many passed and which did not."""
+    counts = state.counts()
+    total = len(state.tasks)
+    if counts.get("passed", 0) == total:
+        return f"all {total} task{'s' if total != 1 else ''} passed"
+    parts = []
+    for name in ("failed", "blocked", "cancelled"):
+        ids = [tid for tid, task in state.tasks.items() if task.state == name]
+        if ids:
+            parts.append(f"{len(ids)} {name} ({', '.join(ids[:10])}{', ...' if len(ids) > 10 else ''})")
+    return f"{counts.get('passed', 0)} of {total} tasks passed; " + ", ".join(parts)
 
 
 def unfinished(events: Iterable[Event]) -> list[str]:

@@ -10,7 +10,7 @@ import pytest
 from orchestrator.agents.children import ChildSpec
 from orchestrator.agents.graph import fold, orchestrations
 from orchestrator.agents.orchestrate import Limits, OrchestrationError, Orchestrator
-from orchestrator.agents.report import Report, unfinished
+from orchestrator.agents.report import Report, report, unfinished
 from orchestrator.events import PlannedTask, TaskStateChanged
 from tests.orchestrator.agents.scripted_children import Answer, ScriptedChildren, role_of
 
@@ -245,3 +245,13 @@ async def test_a_planner_the_runtime_refuses_ends_the_orchestration_saying_why()
     result, _ = await orchestrate(lambda spec: Answer(refuse="a mode freer than the parent's"), None)
     assert result.status == "failed"
     assert result.reason == "planning failed: the planner could not be started: a mode freer than the parent's"
+
+
+async def test_begin_records_the_orchestration_before_it_is_driven() -> None:
+    async with ScriptedChildren(everyone_passes) as children:
+        orchestrator = Orchestrator(children, "parent")
+        state = await orchestrator.begin("g", LIMITS, tasks=[task("a")], orchestration_id="orch_x")
+        assert unfinished(children.events) == ["orch_x"] and children.spawned == []
+        assert report(state).status == "running" and report(state).tasks[0].state == "pending"
+        result = await orchestrator.drive(state)
+    assert result.status == "passed" and result.orchestration_id == "orch_x"

@@ -126,3 +126,34 @@ async def test_a_resumed_controller_waits_for_the_child_it_started_and_reruns_no
     assert result.status == "passed", result.text()
     kids = [s for s in sessions if s.parent_session_id == parent.session_id]
     assert Counter(s.agent for s in kids) == {"planner": 1, "executor": 3, "reviewer": 3}  # none started twice
+
+
+async def test_after_loom_restarts_the_interrupted_children_are_resumed_not_started_again(tmp_path: Path) -> None:
+    limits = Limits(max_parallel=2, task_timeout_s=30)
+    async with loom(tmp_path) as (host, face, parent):
+        children = children_for(host, face, parent, tmp_path, executor_delay_s=1.0)
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: Orchestrator(children, parent.session_id).run("ship it", limits))
+                while True:
+                    events = await stored(host, parent.session_id)
+                    if sum(isinstance(e, TaskStateChanged) and e.state == "running" for e in events) == 2:
+                        break
+                    await anyio.sleep(0.02)
+                tg.cancel_scope.cancel()
+    # Loom stopped with two executors mid-run: their runs are recorded interrupted. A new host, no autoResume.
+    async with (
+        embedded_runtime(tmp_path / "home") as runtime,
+        SessionHost(runtime) as host,
+        Client(build_face(host)) as client,
+    ):
+        face = LoomClient(client, on_daemon=False)
+        events = await stored(host, parent.session_id)
+        [oid] = unfinished(events)
+        with anyio.fail_after(60):
+            result = await Orchestrator(children_for(host, face, parent, tmp_path), parent.session_id).resume(
+                events, oid
+            )
+        kids = [s for s in await face.list_sessions() if s.parent_session_id == parent.session_id]
+    assert result.status == "passed", result.text()
+    assert Counter(s.agent for s in kids) == {"planner": 1, "executor": 3, "reviewer": 3}
