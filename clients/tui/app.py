@@ -21,6 +21,7 @@ from textual.widgets import Footer
 from clients.loom import FaceError, LiveFollower, LoomClient, daemon_running
 from clients.loom.follow import read_older
 from clients.tui.approval_card import ApprovalCard
+from clients.tui.child_block import ChildBlock
 from clients.tui.command_runner import CommandRunner
 from clients.tui.completion import CompletionList
 from clients.tui.connection import DECIDED_BY, DaemonStartFailed, attach, start_daemon, wait_for_daemon
@@ -67,6 +68,7 @@ class LoomApp(App[int]):
     | Ctrl+Q | quit (the daemon's runs go on) |
     | Ctrl+N | new session (made when the first message is sent) |
     | Ctrl+O | show or hide the sessions panel |
+    | Ctrl+B | in a child session: back to its parent (Enter on a child's block opens the child) |
     | a / s / d | on an approval card: approve once, for the session, deny with a reason |
 
     Args:
@@ -85,6 +87,7 @@ class LoomApp(App[int]):
         Binding("ctrl+q", "quit", "Quit", priority=True),
         Binding("ctrl+n", "new_session", "New session"),
         Binding("ctrl+o", "toggle_sessions", "Sessions"),
+        Binding("ctrl+b", "parent_session", "Parent"),
         Binding("escape", "focus_prompt", "Prompt", show=False),
     ]
 
@@ -109,6 +112,8 @@ class LoomApp(App[int]):
         self._reading_older = self._all_older = False
         self._session_changed = anyio.Event()
         self._last_interrupt = 0.0
+        self._parents: dict[str, str] = {}
+        """session -> the session that started it, as the daemon said (its list, the session, a child's block)."""
         self.daemon_started: int | None = None
         """The pid of the daemon this TUI started, if it started one."""
         self.commands = CommandRunner(self)
@@ -236,9 +241,10 @@ class LoomApp(App[int]):
         panel = self.query_one(SessionsPanel)
         while True:
             with anyio.fail_after(CALL_TIMEOUT_S):
-                sessions = await loom.list_sessions()
-                waiting = {a.session_id for a in await loom.list_approvals()}
-            panel.show_sessions(sessions, cwd=str(self.cwd), waiting=waiting, current=self.session_id)
+                sessions = await loom.list_sessions()  # each one's status says whether it waits for an approval
+            self._parents.update((s.session_id, s.parent_session_id) for s in sessions if s.parent_session_id)
+            panel.show_sessions(sessions, cwd=str(self.cwd), current=self.session_id)
+            self.refresh_bindings()  # Ctrl+B shows once the shown session is known to be a child
             await anyio.sleep(POLL_S)
 
     async def _load_session(self, loom: LoomClient, session_id: str) -> None:
@@ -247,6 +253,9 @@ class LoomApp(App[int]):
         self._session_info(info)
 
     def _session_info(self, info: SessionInfo) -> None:
+        if info.parent_session_id:
+            self._parents[info.session_id] = info.parent_session_id
+            self.refresh_bindings()
         self.status.model, self.status.mode = info.model, info.mode
         self.status.ratio = info.context_ratio
         self.sub_title = f"{info.session_id} · {info.cwd}"
@@ -260,6 +269,8 @@ class LoomApp(App[int]):
         status = self.status
         if isinstance(event, SessionCreated):
             status.model, status.mode = event.model, event.mode
+            if event.parent_session_id and self.session_id:
+                self._parents[self.session_id] = event.parent_session_id
         elif isinstance(event, RunStarted):
             self.current_run, status.run, status.step = event.run_id, "running", 0
         elif isinstance(event, AssistantMessage):
@@ -303,11 +314,32 @@ class LoomApp(App[int]):
             self._follow_scope.cancel()
         self._session_changed.set()
         self._session_changed = anyio.Event()
+        self.refresh_bindings()
 
     @on(SessionsPanel.Chosen)
     def _session_chosen(self, event: SessionsPanel.Chosen) -> None:
         self.switch_to(event.session_id)
         self.query_one(Prompt).focus()
+
+    @on(ChildBlock.Opened)
+    def _child_opened(self, event: ChildBlock.Opened) -> None:
+        if self.session_id is not None:
+            self._parents.setdefault(event.child_session_id, self.session_id)
+        self.switch_to(event.child_session_id)
+        self.query_one(Prompt).focus()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Ctrl+B is offered only in a child session (one whose parent is known)."""
+        if action == "parent_session":
+            return self.session_id is not None and bool(self._parents.get(self.session_id))
+        return True
+
+    def action_parent_session(self) -> None:
+        """Back to the session that started the child shown."""
+        parent = self._parents.get(self.session_id or "")
+        if parent:
+            self.switch_to(parent)
+            self.query_one(Prompt).focus()
 
     @on(SessionsPanel.Renamed)
     def _session_renamed(self, event: SessionsPanel.Renamed) -> None:

@@ -17,6 +17,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Input, Static
 
+from clients.tui.child_block import child_name
 from clients.tui.diff_view import file_change, render_diff
 from clients.tui.text import short_arguments
 
@@ -82,6 +83,8 @@ class ApprovalCard(Widget, can_focus=True):
         reason: str,
         kind: str = "policy",
         run_id: str = "",
+        child_session_id: str = "",
+        child_agent: str = "",
     ) -> None:
         super().__init__()
         self.approval_id = approval_id
@@ -90,6 +93,9 @@ class ApprovalCard(Widget, can_focus=True):
         self.arguments = arguments
         self.reason = reason
         self.kind = kind
+        self.child_session_id = child_session_id
+        """Set when the call is a child session's (the approval came up its parent's stream): whose call it is."""
+        self.child_agent = child_agent
         self.decision: str | None = None
         self.decided_by = ""
         self.deny_reason = ""
@@ -185,6 +191,8 @@ class ApprovalCard(Widget, can_focus=True):
         title = "Review: run again?" if self.kind == "review" else "Approve?"
         change = file_change(self.tool, self.arguments, None)
         body = Text(f"{title} ", style="bold")
+        if self.child_session_id:  # answering is the same (by approval id); whose call it is must be plain
+            body.append(f"child {child_name(self.child_agent, self.child_session_id)} wants to run ", style="bold")
         body.append(self.tool, style="bold")
         # a file change is shown as its diff, so that what is approved is what is seen
         body.append(" " + (change.path if change else short_arguments(self.arguments, 120)), style="dim")

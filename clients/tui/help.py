@@ -17,6 +17,8 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("Ctrl+N / Ctrl+O", "new session / sessions panel"),
     ("a / s / d", "on an approval card: approve once, for the session, deny"),
     ("r / k / x", "on a review card: run the call again, skip it with a note, stop the run"),
+    ("Enter / Ctrl+B", "on a child's block: open the child / in a child: back to its parent"),
+    ("Space", "in the sessions panel: close or open a session's children"),
 )
 """The keys ``/help`` lists (docs/tui.md has them all)."""
 

@@ -1,8 +1,9 @@
 """The side panel: every session, those waiting for a person first ("needs you"), then the current directory's.
 
-Each entry shows the session's title (or its id), its status, model and watermark, all from ``list_sessions``.
-``r`` renames the highlighted session and ``x`` archives it (after a yes/no); the panel only asks, and the app
-makes the calls, as for everything else it sends the daemon.
+Each entry shows the session's title (or its id), its status, model and watermark, all from ``list_sessions``;
+child sessions sit under the session that started them, named by their agent (:mod:`clients.tui.session_tree`),
+and Space (or Left / Right) closes and opens a branch. ``r`` renames the highlighted session and ``x`` archives it
+(after a yes/no); the panel only asks, and the app makes the calls, as for everything else it sends the daemon.
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from clients.tui.session_dialogs import ConfirmArchive, RenameDialog
+from clients.tui.session_tree import TreeRow, session_tree
 from orchestrator.protocol import SessionInfo
 from orchestrator.store.session_view import NEEDS_YOU, clean_title
 
-__all__ = ["NEEDS_YOU_HEADER", "SessionsPanel", "needs_you", "order_sessions"]
+__all__ = ["NEEDS_YOU_HEADER", "SessionsPanel", "label", "needs_you"]
 
 NEEDS_YOU_HEADER = "needs you"
 LABEL_WIDTH = 24
@@ -43,17 +45,22 @@ def needs_you(session: SessionInfo, waiting: set[str]) -> bool:
     return session.status in NEEDS_YOU or session.session_id in waiting
 
 
-def order_sessions(sessions: list[SessionInfo], cwd: str, waiting: set[str]) -> list[SessionInfo]:
-    """Those waiting for a person first, then those of ``cwd``, then the rest; newest first within each."""
-    return sorted(sessions, key=lambda s: (not needs_you(s, waiting), s.cwd != cwd))
-
-
 class SessionsPanel(OptionList):
-    """Sessions with their status, model and watermark; Enter (or a click) switches, ``r`` renames, ``x`` archives."""
+    """Sessions as a tree with their status, model and watermark.
+
+    | Key | Does |
+    | --- | --- |
+    | Enter, click | show the session |
+    | Space / Left / Right | close or open the children under it (Left on a child: its parent) |
+    | r / x | rename / archive it |
+    """
 
     BINDINGS = [
         Binding("r", "rename", "Rename"),
         Binding("x", "archive", "Archive"),
+        Binding("space", "toggle_branch", "Children", show=False),
+        Binding("left", "fold(False)", "Close", show=False),
+        Binding("right", "fold(True)", "Open", show=False),
     ]
 
     @dataclass
@@ -80,6 +87,11 @@ class SessionsPanel(OptionList):
         self.border_title = "sessions"
         self.sessions: list[SessionInfo] = []
         self._signature: object = None
+        self._rows: list[TreeRow] = []
+        self._opened: dict[str, bool] = {}
+        """The user's choice per branch (open or closed); the rest follow :func:`session_tree`'s defaults."""
+        self._shown: tuple[str, set[str], str | None] = ("", set(), None)
+        """What the last list was shown with (cwd, waiting, current), to redraw it when a branch opens or closes."""
 
     def show_sessions(
         self, sessions: list[SessionInfo], *, cwd: str, waiting: set[str] | None = None, current: str | None
@@ -94,24 +106,35 @@ class SessionsPanel(OptionList):
             current: the session shown in the conversation.
         """
         waiting = waiting or set()
-        ordered = order_sessions(sessions, cwd, waiting)
-        signature = ([s.model_dump() for s in ordered], sorted(waiting), current)
+        self._shown = (cwd, waiting, current)
+        rows = session_tree(sessions, cwd=cwd, waiting=waiting, opened=self._opened, current=current)
+        for row in rows:  # a branch shown open stays open (until closed) when what opened it is over
+            if row.expanded:
+                self._opened.setdefault(row.session.session_id, True)
+        signature = ([s.model_dump() for s in sessions], sorted(waiting), current, [_row_key(r) for r in rows])
         if signature == self._signature:
             return  # nothing changed: no redraw
         self._signature = signature
         keep = self.highlighted_option.id if self.highlighted_option is not None else current
-        self.sessions = ordered
-        urgent = [s for s in ordered if needs_you(s, waiting)]
+        self.sessions = list(sessions)
+        self._rows = rows
+        # rows come with the branches that wait for a person first: those go under the "needs you" header
+        calm = next((i for i, r in enumerate(rows) if r.depth == 0 and not r.urgent), len(rows))
+        urgent = rows[:calm]
         options: list[Option | None] = []
         if urgent:
             options.append(Option(Text(NEEDS_YOU_HEADER, style="bold yellow"), disabled=True))
-            options += [self._option(s, current, waiting) for s in urgent]
-            if len(urgent) < len(ordered):
+            options += [self._option(r, current, waiting) for r in urgent]
+            if len(urgent) < len(rows):
                 options.append(None)  # a rule between those that need you and the rest
-        options += [self._option(s, current, waiting) for s in ordered[len(urgent) :]]
+        options += [self._option(r, current, waiting) for r in rows[len(urgent) :]]
         self.clear_options()
         self.add_options(options)
-        if keep is not None and keep in {s.session_id for s in ordered}:
+        shown = {r.session.session_id for r in rows}
+        while keep is not None and keep not in shown:  # in a closed branch: its nearest shown ancestor
+            above = self.session(keep)
+            keep = above.parent_session_id if above is not None and above.parent_session_id else None
+        if keep is not None:
             self.highlighted = self.get_option_index(keep)
         elif urgent:
             self.highlighted = 1  # the first session, not the header
@@ -120,8 +143,12 @@ class SessionsPanel(OptionList):
         """The listed session with this id."""
         return next((s for s in self.sessions if s.session_id == session_id), None)
 
-    def _option(self, session: SessionInfo, current: str | None, waiting: set[str]) -> Option:
-        return Option(label(session, current=session.session_id == current, waiting=waiting), session.session_id)
+    def _option(self, row: TreeRow, current: str | None, waiting: set[str]) -> Option:
+        sid = row.session.session_id
+        return Option(label(row.session, current=sid == current, waiting=waiting, row=row), sid)
+
+    def _row(self, session_id: str) -> TreeRow | None:
+        return next((r for r in self._rows if r.session.session_id == session_id), None)
 
     # -- keys ---------------------------------------------------------------------------------------
 
@@ -155,6 +182,29 @@ class SessionsPanel(OptionList):
 
         self.app.push_screen(ConfirmArchive(name_of(session)), done)
 
+    def action_toggle_branch(self) -> None:
+        """Close the highlighted session's branch, or open it."""
+        session = self._highlighted()
+        row = self._row(session.session_id) if session is not None else None
+        if row is not None and row.descendants and not row.pinned:  # what waits for you is never hidden
+            self._fold(row.session.session_id, not row.expanded)
+
+    def action_fold(self, opening: bool) -> None:
+        """Open (Right) or close (Left) the highlighted branch; Left on a child without one goes to its parent."""
+        session = self._highlighted()
+        row = self._row(session.session_id) if session is not None else None
+        if row is None:
+            return
+        if row.descendants and row.expanded != opening and not row.pinned:
+            self._fold(row.session.session_id, opening)
+        elif not opening and row.session.parent_session_id and self._row(row.session.parent_session_id):
+            self.highlighted = self.get_option_index(row.session.parent_session_id)
+
+    def _fold(self, session_id: str, opening: bool) -> None:
+        self._opened[session_id] = opening
+        cwd, waiting, current = self._shown
+        self.show_sessions(self.sessions, cwd=cwd, waiting=waiting, current=current)
+
     @on(OptionList.OptionSelected)
     def _chosen(self, event: OptionList.OptionSelected) -> None:
         event.stop()
@@ -172,20 +222,40 @@ def name_of(session: SessionInfo) -> str:
     return clean_title(session.title) or short_id(session.session_id)
 
 
-def label(session: SessionInfo, *, current: bool = False, waiting: set[str] | None = None) -> Text:
-    """Two lines: the name; then the status, model and watermark (dim), each cut to the panel."""
+def label(
+    session: SessionInfo, *, current: bool = False, waiting: set[str] | None = None, row: TreeRow | None = None
+) -> Text:
+    """Two lines: the name (a child's under its parent's, by its agent); then the status, model and watermark.
+
+    Each line is cut to the panel. A session with children has ``▾`` (open) or ``▸`` and how many are hidden.
+    """
+    guide = row.guide if row is not None else ""
     line = Text("▶ " if current else "  ", style="bold")
-    line.append(name_of(session), style="bold" if current else "")
+    line.append(guide, style="dim")
+    if row is not None and row.descendants:
+        line.append("▾ " if row.expanded else "▸ ", style="bold")
+    if session.parent_session_id and session.agent:
+        line.append(clean_title(session.agent), style="bold" if current else "")
+        title = clean_title(session.title)
+        line.append(f" {title or short_id(session.session_id)}", style="dim")
+    else:
+        line.append(name_of(session), style="bold" if current else "")
     line.truncate(LABEL_WIDTH, overflow="ellipsis")
     status = session.status
     if session.session_id in (waiting or set()) and status not in NEEDS_YOU:
         status = "awaiting_approval"
     word, style = _STATUS.get(status, (status, ""))
-    details = Text("  ")
+    details = Text("  " + " " * len(guide))
     details.append(word, style=style)
+    if row is not None and row.descendants and not row.expanded:
+        details.append(f" +{row.descendants}", style="bold")
     if session.context_ratio is not None:  # before the model: a long model name is what gets cut
         details.append(f" {session.context_ratio:.0%}", style="dim")
     model = session.model.split(":", 1)[-1].rsplit("/", 1)[-1]
     details.append(f" {model}", style="dim")
     details.truncate(LABEL_WIDTH, overflow="ellipsis")
     return line + Text("\n") + details
+
+
+def _row_key(row: TreeRow) -> tuple[str, int, bool, int]:
+    return row.session.session_id, row.descendants, row.expanded, row.depth

@@ -16,8 +16,12 @@ from textual.pilot import Pilot
 
 from clients.tui.conversation import Conversation
 from orchestrator.events import (
+    ApprovalDecided,
     ApprovalRequested,
     AssistantMessage,
+    ChildActivity,
+    ChildFinished,
+    ChildStarted,
     RunFinished,
     ToolCallFinished,
     ToolCallStarted,
@@ -88,6 +92,72 @@ def approval(run: str, call: ToolUseBlock) -> ApprovalRequested:
 
 def done(run: str) -> RunFinished:
     return RunFinished(session_id=SESSION, ts=TS, run_id=run, status="completed", reason="", final_text="", steps=1)
+
+
+def child_started(run: str, child: str, agent: str, goal: str, ts: float = TS, depth: int = 2) -> ChildStarted:
+    return ChildStarted(
+        session_id=SESSION,
+        ts=ts,
+        run_id=run,
+        child_session_id=child,
+        child_run_id=f"r_{child}",
+        agent=agent,
+        goal=goal,
+        depth=depth,
+    )
+
+
+def child_activity(run: str, child: str, step: int, tool: str) -> ChildActivity:
+    return ChildActivity(
+        session_id=SESSION, ts=TS, run_id=run, child_session_id=child, child_run_id=f"r_{child}", step=step, tool=tool
+    )
+
+
+def child_finished(
+    run: str, child: str, status: str, reason: str = "", answer: str = "", steps: int = 3
+) -> ChildFinished:
+    return ChildFinished.model_validate(
+        {
+            "session_id": SESSION,
+            "ts": TS,
+            "run_id": run,
+            "child_session_id": child,
+            "child_run_id": f"r_{child}",
+            "status": status,
+            "reason": reason,
+            "steps": steps,
+            "elapsed_s": 4.2,
+            "final_text": answer,
+        }
+    )
+
+
+def child_approval(run: str, child: str, call: ToolUseBlock) -> ApprovalRequested:
+    return ApprovalRequested(
+        session_id=SESSION,
+        ts=TS,
+        run_id=run,
+        approval_id=f"a_{call.id}",
+        call_id=call.id,
+        tool=call.name,
+        arguments=call.input,
+        reason="shell__run may change anything: ask mode asks first",
+        child_session_id=child,
+    )
+
+
+def child_decided(run: str, child: str, call: ToolUseBlock, decision: str = "approve_once") -> ApprovalDecided:
+    return ApprovalDecided.model_validate(
+        {
+            "session_id": SESSION,
+            "ts": TS,
+            "run_id": run,
+            "approval_id": f"a_{call.id}",
+            "decision": decision,
+            "decided_by": "cli",
+            "child_session_id": child,
+        }
+    )
 
 
 def long_session(turns: int) -> Iterator[Event]:

@@ -26,6 +26,10 @@ from tests.clients.tui.scenes import (
     ConversationApp,
     approval,
     assistant,
+    child_activity,
+    child_approval,
+    child_finished,
+    child_started,
     finished,
     settle,
     started,
@@ -87,7 +91,30 @@ def approval_scene() -> list[Event]:
     return [user("r_1", "type main"), assistant("r_1", 0, "Adding the annotation.", EDIT), approval("r_1", EDIT)]
 
 
-SCENES = {"text": text_scene, "running_tool": running_scene, "diff": diff_scene, "approval": approval_scene}
+def children_scene() -> list[Event]:
+    spawn = ToolUseBlock(id="c_spawn", name="subagents__spawn_many", input={"goals": ["review", "test", "docs"]})
+    pytest_call = ToolUseBlock(id="c_pytest", name="shell__run", input={"command": "pytest -q"})
+    # Starts in the future show "0:00" however slow the machine is, so the picture does not move.
+    return [
+        user("r_1", "review it, test it and find the docs"),
+        assistant("r_1", 0, "Three children, in parallel.", spawn),
+        started("r_1", 0, spawn, TS * 2),
+        child_started("r_1", "s_1a2b3c4d5e6f", "reviewer", "Review the diff in src/\nthen list what is wrong", TS * 2),
+        child_started("r_1", "s_9f8e7d6c5b4a", "tester", "Run the tests and say which fail", TS * 2),
+        child_started("r_1", "s_0c0c0c0c0c0c", "", "Find where the docs say how to release"),
+        child_activity("r_1", "s_1a2b3c4d5e6f", 2, "fs__read"),
+        child_finished("r_1", "s_0c0c0c0c0c0c", "completed", answer="docs/release.md, section 2\nand RELEASING.md"),
+        child_approval("r_1", "s_9f8e7d6c5b4a", pytest_call),
+    ]
+
+
+SCENES = {
+    "text": text_scene,
+    "running_tool": running_scene,
+    "diff": diff_scene,
+    "approval": approval_scene,
+    "children": children_scene,
+}
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -106,9 +133,13 @@ async def _settled(pilot: Pilot[Any]) -> None:
     await pilot.pause(0.1)  # the app's own first refreshes (the status line, the footer) come after
 
 
-def _session(n: int, status: str, ratio: float | None, title: str = "") -> SessionInfo:
+def _session(
+    n: int, status: str, ratio: float | None, title: str = "", parent: int = 0, agent: str = ""
+) -> SessionInfo:
     return SessionInfo(
         session_id=f"s_0000000{n}",
+        parent_session_id=f"s_0000000{parent}" if parent else "",
+        agent=agent,
         cwd="/work/project",
         model="scripted:demo",
         mode="ask",
@@ -145,6 +176,30 @@ def test_the_session_list_puts_a_session_that_needs_you_first(
         await _settled(pilot)
 
     assert snap_compare(_app(tmp_path), terminal_size=size, run_before=sessions)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_session_list_nests_children_under_their_parent(
+    snap_compare: SnapCompare, tmp_path: Path, size: tuple[int, int]
+) -> None:
+    async def tree(pilot: Pilot[Any]) -> None:
+        app = pilot.app
+        assert isinstance(app, LoomApp)
+        panel = app.query_one(SessionsPanel)
+        panel.display = True
+        listed = [  # newest first, as list_sessions gives them
+            _session(6, "idle", None, parent=5, agent="helper"),
+            _session(5, "awaiting_approval", 0.05, parent=1, agent="tester"),
+            _session(4, "running", 0.10, parent=1, agent="reviewer"),
+            _session(3, "idle", 0.30, "fix the parser"),
+            _session(2, "idle", 0.02, parent=3, agent="scout"),
+            _session(1, "running", 0.22, "review and test"),
+        ]
+        panel.show_sessions(listed, cwd="/work/project", current="s_00000001")
+        panel.focus()
+        await _settled(pilot)
+
+    assert snap_compare(_app(tmp_path), terminal_size=size, run_before=tree)
 
 
 @pytest.mark.parametrize("size", SIZES)
