@@ -15,6 +15,10 @@ open, ``{"sessions": {"idleCloseAfter": 600, "maxOpen": 16}}``: a session with n
 approval waiting is closed (its tools disconnected, its memory released) once it has been idle for
 ``idleCloseAfter`` seconds, or, least recently used first, while more than ``maxOpen`` sessions are open. A
 closed session is reopened from the store when it is next used (see :mod:`orchestrator.runtime.host`).
+
+The advisor: the top-level ``advisor`` is a mode, ``"off"`` (the default), ``"lightweight"`` or ``"full"``, or an
+object ``{"mode": "full", "model": "anthropic:claude-haiku-4-5", "timeout": 30}`` (``model`` defaults to the
+session's own model, ``timeout`` to 60 seconds); see :mod:`orchestrator.loop.advisor`.
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ from orchestrator.home import loom_home
 from orchestrator.models.profiles import ProfileSettings
 
 __all__ = [
+    "ADVISOR_MODES",
     "BUILT_IN_SERVERS",
+    "AdvisorSettings",
     "ConfigError",
     "LoomConfig",
     "ServerConfig",
@@ -89,6 +95,23 @@ class ShellOptions:
     secrets reach commands only when named here."""
 
 
+AdvisorMode = Literal["off", "lightweight", "full"]
+ADVISOR_MODES: tuple[AdvisorMode, ...] = ("off", "lightweight", "full")
+DEFAULT_ADVISOR_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class AdvisorSettings:
+    """Whether an advisor model reviews the model's tool calls before policy decides them (top-level ``advisor``)."""
+
+    mode: AdvisorMode = "off"
+    """``off``; ``lightweight``: only batches with a risky call; ``full``: every batch."""
+    model: str | None = None
+    """The advisor's model spec (``provider:name``); None uses the session's own model."""
+    timeout_s: float = DEFAULT_ADVISOR_TIMEOUT_S
+    """``timeout``: seconds the advisor may take before the batch goes on to policy without its review."""
+
+
 DEFAULT_IDLE_CLOSE_S = 600.0
 DEFAULT_MAX_OPEN_SESSIONS = 16
 
@@ -119,6 +142,8 @@ class LoomConfig:
     """What an untrusted project's config asked for and did not get, one sentence each (see ``loom trust``)."""
     sessions: SessionLimits | None = None
     """The top-level ``sessions`` limits, or None when the file does not set them."""
+    advisor: AdvisorSettings | None = None
+    """The top-level ``advisor``, or None when the file does not set it (then it is off)."""
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -258,6 +283,7 @@ def parse_config(text: str, path: Path) -> LoomConfig:
     shell = _shell(data["shell"], f"{path}: shell") if "shell" in data else None
     profiles = _profiles(data.get("models"), f"{path}: models")
     sessions = _sessions(data["sessions"], f"{path}: sessions") if "sessions" in data else None
+    advisor = parse_advisor(data["advisor"], f"{path}: advisor") if "advisor" in data else None
     return LoomConfig(
         model=model,
         servers=servers,
@@ -265,7 +291,32 @@ def parse_config(text: str, path: Path) -> LoomConfig:
         shell=shell,
         profiles=profiles,
         sessions=sessions,
+        advisor=advisor,
     )
+
+
+def parse_advisor(raw: object, where: str) -> AdvisorSettings:
+    """Validate an ``advisor`` value: a mode, or ``{"mode": ..., "model": ..., "timeout": ...}``.
+
+    Raises:
+        ConfigError: not a known mode, or an object with unknown keys or bad values (``where`` names the file).
+    """
+    modes = "'off', 'lightweight' or 'full'"
+    if isinstance(raw, str):
+        raw = {"mode": raw}
+    if not isinstance(raw, dict):
+        raise ConfigError(f'{where} must be {modes}, or an object like {{"mode": "full", "model": "PROVIDER:NAME"}}')
+    unknown = sorted(set(raw) - {"mode", "model", "timeout"})
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; the keys are 'mode', 'model' and 'timeout'")
+    mode = raw.get("mode", "off")
+    if mode not in ADVISOR_MODES:
+        raise ConfigError(f"{where}: the mode must be {modes}, not {mode!r}")
+    model = raw.get("model")
+    if model is not None and (not isinstance(model, str) or ":" not in model or model.endswith(":")):
+        raise ConfigError(f"{where}.model must be a model like 'anthropic:claude-haiku-4-5', not {model!r}")
+    timeout = _number(raw.get("timeout"), f"{where}.timeout", DEFAULT_ADVISOR_TIMEOUT_S)
+    return AdvisorSettings(mode=mode, model=model, timeout_s=timeout)
 
 
 def _sessions(raw: object, where: str) -> SessionLimits:
@@ -356,6 +407,8 @@ def load_config(home: Path, project: Path, extra: Path | None = None) -> LoomCon
         if state != "trusted":
             base = next((layer.shell for layer in reversed(layers) if layer.shell is not None), ShellOptions())
             found, ignored = _untrusted(found, base, snapshot.config_path, state)
+            user_advisor = next((la.advisor for la in reversed(layers) if la.advisor is not None), AdvisorSettings())
+            found, ignored = _untrusted_advisor(found, user_advisor, snapshot.config_path, state, ignored)
         layers.append(found)
     if extra is not None:
         layers.append(load_config_file(extra))
@@ -365,6 +418,7 @@ def load_config(home: Path, project: Path, extra: Path | None = None) -> LoomCon
     shell: ShellOptions | None = None
     profiles: dict[str, ProfileSettings] = {}
     sessions: SessionLimits | None = None
+    advisor: AdvisorSettings | None = None
     for cfg in layers:
         model = cfg.model or model
         servers.update({s.name: s for s in cfg.servers})
@@ -372,6 +426,7 @@ def load_config(home: Path, project: Path, extra: Path | None = None) -> LoomCon
         shell = cfg.shell or shell
         profiles.update(cfg.profiles)
         sessions = cfg.sessions or sessions
+        advisor = cfg.advisor or advisor
     return LoomConfig(
         model=model,
         servers=tuple(servers.values()),
@@ -380,6 +435,7 @@ def load_config(home: Path, project: Path, extra: Path | None = None) -> LoomCon
         profiles=profiles,
         ignored=tuple(ignored),
         sessions=sessions,
+        advisor=advisor,
     )
 
 
@@ -411,3 +467,27 @@ def _untrusted(found: LoomConfig, base: ShellOptions, path: Path, state: str) ->
         )
         shell = None
     return replace(found, servers=servers, shell=shell), ignored
+
+
+def _untrusted_advisor(
+    found: LoomConfig, base: AdvisorSettings, path: Path, state: str, ignored: list[str]
+) -> tuple[LoomConfig, list[str]]:
+    """``found`` without an advisor that reviews less than the user's: a weaker mode, another model, less time.
+
+    An untrusted project may ask for more review, never for less (a timeout it shortens would let every batch
+    through unreviewed) nor for a model of its choosing to read the conversation.
+    """
+    advisor = found.advisor
+    if advisor is None:
+        return found, ignored
+    rank = {mode: i for i, mode in enumerate(ADVISOR_MODES)}
+    weaker = rank[advisor.mode] < rank[base.mode] or advisor.timeout_s < base.timeout_s
+    if not weaker and advisor.model in (None, base.model):
+        return found, ignored
+    why = "it changed since you trusted it" if state == "changed" else "the project is not trusted"
+    sentence = (
+        f"{path}: ignoring its advisor (mode {advisor.mode!r}, model {advisor.model or 'the session model'!r}, "
+        f"timeout {advisor.timeout_s:g} s), which reviews less than yours or names its own model: {why}; "
+        f"review it and run `loom trust` in {path.parent.parent} to use it"
+    )
+    return replace(found, advisor=None), [*ignored, sentence]
