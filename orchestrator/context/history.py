@@ -10,7 +10,8 @@ model APIs reject a tool call without its result, and the model should know the 
 
 A resumed run (``run_resumed``) continues the turn its interruption left open: the results recorded
 after the resume join those recorded before it, and the resume's note to the model follows them, so
-the rebuilt history is what the resumed run's model saw.
+the rebuilt history is what the resumed run's model saw. The advisor's warnings about a batch
+(``advisor_reviewed`` with the verdict ``warn``) follow its results, before any resume note, as the loop placed them.
 
 A compaction (``context_compacted``) replaces older history in the model's context by a summary while
 the raw events stay in the store: the history is then the summary, as a user turn, followed by the
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 
 from orchestrator.context.truncation import clip_result
 from orchestrator.events import (
+    AdvisorReviewed,
     AssistantMessage,
     ContextCompacted,
     Event,
@@ -33,6 +35,7 @@ from orchestrator.events import (
     ToolCallFinished,
     UserMessage,
 )
+from orchestrator.loop.advisor import advice_note
 from orchestrator.messages import Message, TextBlock, ToolResultBlock
 
 INTERRUPTED_RESULT = "no result: Loom stopped before this call finished; its effect is unknown"
@@ -131,10 +134,12 @@ def _rebuild(events: Iterable[Event], *, open_tail: bool) -> tuple[list[Message]
     pending: list[str] = []  # tool-use ids of the last assistant message, in order
     results: dict[str, ToolResultBlock] = {}
     note: list[str] = []  # the latest resume note not yet placed
+    advice: list[TextBlock] = []  # the advisor's warnings about the open turn's calls
 
     def close_turn() -> None:
-        extra = [TextBlock(text=note[-1])] if note and note[-1] else []
+        extra = [*advice, *([TextBlock(text=note[-1])] if note and note[-1] else [])]
         note.clear()
+        advice.clear()
         if pending:
             blocks: list[ToolResultBlock | TextBlock] = [
                 results.get(i) or ToolResultBlock(tool_use_id=i, content=INTERRUPTED_RESULT, is_error=True)
@@ -163,6 +168,8 @@ def _rebuild(events: Iterable[Event], *, open_tail: bool) -> tuple[list[Message]
             )
         elif isinstance(event, RunResumed):
             note.append(event.note)
+        elif isinstance(event, AdvisorReviewed) and (warning := advice_note(event)) is not None:
+            advice.append(warning)
         elif isinstance(event, RunFinished) and event.status not in _RESUMABLE:
             close_turn()  # an interrupted run's open turn stays open: a resume may continue it
     if not open_tail:

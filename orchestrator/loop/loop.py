@@ -23,14 +23,16 @@ import anyio.lowlevel
 from orchestrator.context.truncation import clip_result
 from orchestrator.events import ApprovalKind, AssistantMessage, Event, RunStatus
 from orchestrator.hub.pool import Hub, ToolOutcome
+from orchestrator.loop.advisor import advice_note, rejection
 from orchestrator.loop.approvals import Approvals
 from orchestrator.loop.steps import EmbeddedSteps, Steps, finished_event, started_event
-from orchestrator.messages import Message, ToolResultBlock, ToolUseBlock
+from orchestrator.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from orchestrator.models.base import Model, ModelRequest, ModelResponse, ToolSpec
 from orchestrator.store.eventlog import EventLog
 
 if TYPE_CHECKING:
     from orchestrator.context.compactor import Compactor
+    from orchestrator.loop.advisor import Advisor
 
 
 @dataclass(slots=True)
@@ -53,6 +55,8 @@ class RunContext:
     compactor: Compactor | None = None
     """Counts the context after each model call (a ``context_watermark`` event, from its meter) and compacts the
     history before a model call that would pass the threshold; None does neither."""
+    advisor: Advisor | None = None
+    """Reviews each batch of tool calls before policy decides it (:mod:`orchestrator.loop.advisor`); None: no review."""
     unstored: list[Event] = field(default_factory=list[Event])
     """Events of the run's last step that the loop left for the run's end to store, in the batch with its
     ``run_finished``: a final answer starts no call, so nothing has to be on record before the run ends."""
@@ -90,7 +94,12 @@ async def run_loop(ctx: RunContext) -> LoopResult:
         ctx.history.append(message)
         final_text = message.text or final_text
         uses = message.tool_uses
-        approved, refused, to_ask = await check_calls(ctx, uses)
+        advice = None if ctx.advisor is None or not uses else await ctx.advisor.review(ctx, uses)
+        if advice is not None and advice.verdict == "reject":  # nothing runs, and policy is not asked
+            approved, to_ask = list[ToolUseBlock](), list[tuple[ToolUseBlock, str]]()
+            refused = [(u, ToolOutcome(rejection(advice), True, "denied")) for u in uses]
+        else:
+            approved, refused, to_ask = await check_calls(ctx, uses)
         assistant = AssistantMessage(
             session_id=ctx.session_id,
             run_id=ctx.run_id,
@@ -114,6 +123,8 @@ async def run_loop(ctx: RunContext) -> LoopResult:
                     step=ctx.step,
                 )
             )
+        if advice is not None:
+            recorded.append(advice)  # journalled with the batch it reviewed: a resume never asks about it again
         if not uses:
             # The final answer: stored with the run's end, one batch (a crash before it loses only this model
             # call, which a resume makes again, as it would have before the answer was stored).
@@ -129,8 +140,10 @@ async def run_loop(ctx: RunContext) -> LoopResult:
             await ctx.log.append(
                 *(started_event(ctx, use) for use in approved), *(finished_event(ctx, u, o, 0.0) for u, o in denied)
             )
-        results = await run_tools(ctx, uses, approved, refused)
-        ctx.history.append(Message(role="user", content=list(results)))
+        results: list[ToolResultBlock | TextBlock] = [*await run_tools(ctx, uses, approved, refused)]
+        if advice is not None and (note := advice_note(advice)) is not None:
+            results.append(note)  # the warnings follow the results, as a rebuilt history places them
+        ctx.history.append(Message(role="user", content=results))
     return LoopResult("failed", f"max_steps: stopped after {ctx.max_steps} model calls", final_text, ctx.step)
 
 

@@ -13,6 +13,10 @@ next model call:
   the run ends ``needs_review`` with nothing run again;
 - a call that *never started* (it was waiting for approval) goes through policy again.
 
+The advisor is not asked again about the interrupted batch: its review was stored with the assistant message,
+so a rejection's refusals are among the finished calls, and the warnings of its stored review are placed
+after the results again.
+
 The model is told in a short note, after the tool results, that an interruption happened and what
 became of each call; the note is recorded on the ``run_resumed`` event so that a rebuilt history
 shows it too. The loop then continues with the same step numbering.
@@ -27,6 +31,7 @@ import anyio
 
 from orchestrator.context.history import append_note, rebuild_history
 from orchestrator.events import (
+    AdvisorReviewed,
     AssistantMessage,
     ContextCompacted,
     Event,
@@ -39,6 +44,7 @@ from orchestrator.events import (
 )
 from orchestrator.hub.outcomes import ToolOutcome
 from orchestrator.hub.retry import may_retry
+from orchestrator.loop.advisor import advice_note
 from orchestrator.loop.loop import LoopResult, RunContext, ask_calls, check_calls, run_loop, run_tools
 from orchestrator.loop.steps import finished_event, started_event
 from orchestrator.messages import Message, TextBlock, ToolUseBlock
@@ -76,6 +82,8 @@ class ResumePoint:
     """The final text, when the last assistant message asked for no tools (the run had in fact ended)."""
     resumed_by: str = ""
     """The owner of a resume that never finished (it was interrupted too), if any."""
+    advice: AdvisorReviewed | None = None
+    """The advisor's review of the last assistant message's calls, if it had one: it is reused, never asked again."""
 
     def unfinished(self) -> list[ToolUseBlock]:
         """Calls that started but have no result: they may or may not have taken effect."""
@@ -131,6 +139,7 @@ def find_resume_point(events: Sequence[Event], run_id: str) -> ResumePoint:
         frozenset(e.call_id for e in after if isinstance(e, ToolCallStarted)),
         message.message.text if not uses else None,
         resumed_by,
+        next((e for e in after if isinstance(e, AdvisorReviewed)), None),
     )
 
 
@@ -200,7 +209,9 @@ async def resume_loop(ctx: RunContext, point: ResumePoint, *, headless: bool) ->
         )
     stored = [(u, _outcome(point.finished[u.id])) for u in reused]
     results = await run_tools(ctx, point.uses, to_run, [*stored, *refused, *denied])
-    ctx.history.append(Message(role="user", content=[*results, TextBlock(text=note)]))
+    # The advisor's warnings, from its stored review, sit where the loop put them: after the results, before the note.
+    advice = advice_note(point.advice) if point.advice is not None else None
+    ctx.history.append(Message(role="user", content=[*results, *([advice] if advice else []), TextBlock(text=note)]))
     return await run_loop(ctx)
 
 
