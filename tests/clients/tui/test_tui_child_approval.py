@@ -42,7 +42,19 @@ async def answered_elsewhere(home: Path, project: Path, parent_model: str) -> tu
         await until(pilot, lambda: card.decision == "approve_once", "the card to show the other client's decision")
         await until(pilot, lambda: block.status == "completed", "the child's block to show its end")
         await until(pilot, lambda: app.status.run == "completed", "the parent's run to finish")
-        return asked, card.decided_by, block.text, app.status.run
+        ended = block.text, app.status.run
+
+        parent = app.session_id
+        block.focus()
+        await pilot.press("enter")  # the child's own session, then back
+        await until(pilot, lambda: app.session_id == card.child_session_id, "the child's session to be shown")
+        shown = app.conversation
+        await until(pilot, lambda: any(t.source == "Wrote c.txt." for t in shown.texts), "the child's own answer")
+        await until(pilot, lambda: app.check_action("parent_session", ()) is True, "Ctrl+B to be offered")
+        await pilot.press("ctrl+b")
+        await until(pilot, lambda: app.session_id == parent, "the parent again")
+        await until(pilot, lambda: app.conversation.child(card.child_session_id) is not None, "the parent's blocks")
+        return asked, card.decided_by, *ended
 
 
 def test_a_childs_approval_shows_on_the_parent_and_is_answered_from_another_client(tmp_path: Path) -> None:
