@@ -39,11 +39,11 @@ class _Daemon:
 
 async def _check_parent(connect: _Daemon, parent: str) -> str | None:
     """Why ``parent`` cannot be the children's parent, or None."""
-    try:
-        async with connect() as loom:
+    async with connect() as loom:
+        try:
             await loom.get_session(parent)
-    except FaceError as exc:
-        return str(exc)
+        except FaceError as exc:  # caught inside: raised through the connection it would come out wrapped
+            return str(exc)
     return None
 
 
