@@ -212,15 +212,20 @@ async def test_an_advisor_that_fails_lets_the_batch_go_on_to_policy_and_says_so(
     assert review.verdict == "error" and why in review.reasons[0]
 
 
-async def test_policy_still_decides_after_an_advisor_error(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("turn", "expected"), [({"text": "no idea"}, "error"), (verdict("approve"), "approve")], ids=["error", "approve"]
+)
+async def test_policy_still_decides_what_the_advisor_let_through(
+    tmp_path: Path, turn: dict[str, Any], expected: str
+) -> None:
     build = build_dir(tmp_path)
-    agent, adviser = cleanup_agent(), ScriptedModel.from_turns([{"text": "no idea"}])
+    agent, adviser = cleanup_agent(), ScriptedModel.from_turns([turn])
     async with world(tmp_path) as w:
         await w.run(agent, Advisor(adviser, "full", cwd=str(tmp_path)), mode="ask", headless=True)
         reviews = await w.reviews()
     (shown,) = results_shown(agent)
     assert build.exists() and shown.is_error and "denied by policy" in shown.content
-    assert [r.verdict for r in reviews] == ["error"]
+    assert [r.verdict for r in reviews] == [expected]
 
 
 async def test_lightweight_skips_a_harmless_batch_without_calling_the_advisor(tmp_path: Path) -> None:

@@ -125,3 +125,57 @@ async def test_a_resume_after_a_rejection_keeps_the_refusals_and_does_not_ask_ag
     assert resumed.reused and not resumed.rerun and not resumed.unstarted
     shown = [b for b in agent2.requests[0].messages[2].content if isinstance(b, ToolResultBlock)]
     assert shown[0].is_error and "keep.txt is the user's" in shown[0].content
+
+
+async def test_a_call_that_waited_for_approval_is_asked_about_again_but_the_advisor_is_not(tmp_path: Path) -> None:
+    from servers import shell
+
+    build = tmp_path / "build"
+    build.mkdir()
+    agent = ScriptedModel.from_turns(
+        [{"tool_calls": [{"name": "shell__run", "arguments": {"command": "rm -r build"}}]}]
+    )
+    first = ScriptedModel.from_turns([verdict("warn", "build/ is regenerated anyway; fine")])
+    async with CheckpointStore(tmp_path / "loom.db") as store:
+        async with Hub({"shell": shell.build_server(tmp_path, sandbox="off")}) as hub:
+            w = World(tmp_path, EventLog(store), hub)
+            with anyio.CancelScope() as scope:  # Loom stops while the call waits for a person's approval
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(
+                        lambda: w.run(
+                            agent, Advisor(first, "lightweight", cwd=str(tmp_path)), mode="ask", headless=False
+                        )
+                    )
+                    with anyio.fail_after(10):
+                        while True:
+                            if any(e.type == "approval_requested" for e in await w.events()):
+                                break
+                            await anyio.sleep(0.01)
+                    scope.cancel()
+            assert build.exists()
+            agent2 = ScriptedModel.from_turns([{"text": "Removed."}])
+            second = ScriptedModel.from_turns([verdict("reject", "asked twice")])
+            ctx = w.context(agent2, Advisor(second, "lightweight", cwd=str(tmp_path)), mode="ask", headless=False)
+            approvals = ctx.approvals
+            assert approvals is not None
+            point = find_resume_point(await w.events(), "r")
+            async with anyio.create_task_group() as tg:
+                outcome: list[str] = []
+
+                async def go() -> None:
+                    outcome.append((await resume_loop(ctx, point, headless=False)).status)
+
+                tg.start_soon(go)
+                with anyio.fail_after(10):
+                    while True:
+                        if approvals.pending:
+                            break
+                        await anyio.sleep(0.01)
+                (pending,) = approvals.pending.values()
+                await approvals.decide(pending.approval_id, "approve_once", "", "test")
+            events = await w.events()
+    assert outcome == ["completed"] and not build.exists()
+    assert second.requests == [] and len([e for e in events if isinstance(e, AdvisorReviewed)]) == 1
+    assert [e.type for e in events].count("approval_requested") == 2  # policy asked again, the advisor did not
+    texts = [b.text for b in agent2.requests[0].messages[2].content if isinstance(b, TextBlock)]
+    assert "build/ is regenerated anyway; fine" in texts[0]
