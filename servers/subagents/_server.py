@@ -21,7 +21,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from clients.loom import FaceError, LoomClient
 from orchestrator.agents import find_agents, render_agents
@@ -30,6 +30,15 @@ from servers._tools import Binding, DeferredServer
 from servers._version import loom_version
 from servers.subagents._children import Child, Children, read_run_events
 from servers.subagents._held import HeldClient
+from servers.subagents._models import (
+    MAX_SPAWN_MANY,
+    MAX_TIMEOUT_S,
+    ChildSpec,
+    Spawned,
+    SpawnedMany,
+    SpawnEntry,
+    WaitResult,
+)
 from servers.subagents._summary import FINISHED, MAX_ANSWER_CHARS, ChildState, child_state
 
 __all__ = ["Connect", "SubagentTools", "build_server", "main", "prepare_server"]
@@ -42,8 +51,6 @@ MAX_WAIT_TOOL_S = 300.0
 WAIT_ANSWER_BUDGET = 24_000
 """Characters of final answers one wait returns in all, shared by the children it reports finished."""
 MIN_ANSWER_SHARE = 2_000
-MAX_SPAWN_MANY = 32
-MAX_TIMEOUT_S = 24 * 3600.0
 _SPAWN_AT_ONCE = 8
 """Children spawn_many creates at the same time (each is a few store writes; more only queue)."""
 _APPROVAL_POLL_S = 1.0
@@ -64,61 +71,6 @@ SPAWN_MANY_DESCRIPTION = """Start several child agents at once, each as spawn wo
 
 Returns at once: per child, in order, whether it started (with its child_id) or why not; one refused child does
 not stop the others. Then wait (mode "all") collects their results."""
-
-
-class ChildSpec(BaseModel):
-    """One child to start: spawn's arguments."""
-
-    goal: str = Field(min_length=1, max_length=100_000, description="the child's task, self-contained")
-    agent: str | None = Field(None, max_length=64, description="an agent definition's name (see spawn)")
-    allow: list[str] | None = Field(
-        None, max_length=64, description="tool-name globs the child may use (fs__read, shell__*); omit: yours"
-    )
-    model: str | None = Field(None, max_length=500, description="a model spec; omit: the agent's or yours")
-    max_steps: int = Field(30, ge=1, le=1000, description="model calls the child may make")
-    timeout_s: float = Field(600, gt=0, le=MAX_TIMEOUT_S, description="seconds before the child is stopped")
-
-
-class Spawned(BaseModel):
-    """A child that started."""
-
-    child_id: str
-    """The child's session id: for wait, result, send, cancel (and `loom attach CHILD`)."""
-    run_id: str
-    agent: str = ""
-    status: str
-
-
-class SpawnEntry(BaseModel):
-    """One of spawn_many's children: started, or why not."""
-
-    index: int
-    started: bool
-    child_id: str = ""
-    run_id: str = ""
-    agent: str = ""
-    status: str = ""
-    error: str = ""
-
-
-class SpawnedMany(BaseModel):
-    """What spawn_many started, in the order asked."""
-
-    children: list[SpawnEntry]
-    started: int
-    refused: int
-
-
-class WaitResult(BaseModel):
-    """Finished children's results, and how the others are getting on."""
-
-    finished: list[ChildState]
-    running: list[ChildState]
-    """Children still going when the wait ended: their progress (status, steps, current tool, elapsed)."""
-    waited_s: float
-    timed_out: bool
-    """The wait's own bound passed before what was waited for happened (the children go on)."""
-    note: str = ""
 
 
 class SubagentTools:
@@ -172,7 +124,12 @@ class SubagentTools:
             agent=spec.agent,
             allow=spec.allow,
         )
-        run = await loom.send_message(child.session_id, spec.goal, max_steps=spec.max_steps, timeout_s=spec.timeout_s)
+        try:
+            run = await loom.send_message(
+                child.session_id, spec.goal, max_steps=spec.max_steps, timeout_s=spec.timeout_s
+            )
+        except FaceError as exc:  # the session exists (the store keeps it); say so rather than hide it
+            raise ToolError(f"child {child.session_id} was created but its run did not start: {exc}") from exc
         self.children.track(child.session_id, Child(run.run_id, child.agent or spec.agent or "", 0, run.status))
         return Spawned(child_id=child.session_id, run_id=run.run_id, agent=child.agent, status=run.status)
 
