@@ -22,6 +22,7 @@ from clients.tui.approval_card import ApprovalCard
 from clients.tui.assistant_text import AssistantText
 from clients.tui.block_window import BlockWindow
 from clients.tui.child_block import ChildBlock
+from clients.tui.children import Children
 from clients.tui.entry import Entry
 from clients.tui.notice_line import NoticeLine
 from clients.tui.tool_block import ToolBlock
@@ -92,16 +93,8 @@ class Conversation(BlockWindow, can_focus=True):
         """approval_id -> the run that asked (its end leaves the card with nothing to decide)."""
         self._queued: dict[str, UserMessageBlock] = {}
         """Queued messages: always mounted, below everything else, until their run starts."""
-        self._children: dict[str, Entry[ChildBlock]] = {}
-        """child_run_id -> the block of a child's run (one per spawn or follow-up)."""
-        self._child_runs: dict[str, str] = {}
-        """child_session_id -> its latest run's id (approvals name the child session, not its run)."""
-        self._child_runs_of: dict[str, str] = {}
-        """child_run_id -> the parent's run it works for (its end stops the clock of a child still shown running)."""
-        self._card_children: dict[str, str] = {}
-        """approval_id -> the child session whose call waits (its end leaves the card with nothing to decide)."""
-        self._agents: dict[str, str] = {}
-        """child_session_id -> the agent it runs as (its approvals' cards name it)."""
+        self._kids = Children()
+        """The blocks of the children's runs, and which approvals are a child's."""
 
     # -- what the app and the tests read ------------------------------------------------------------
 
@@ -126,7 +119,7 @@ class Conversation(BlockWindow, can_focus=True):
     def child(self, child_session_id: str) -> ChildBlock | None:
         """The block of a child's latest run (None if unknown, or outside the window)."""
         self._flush()
-        entry = self._children.get(self._child_runs.get(child_session_id, ""))
+        entry = self._kids.block(child_session_id)
         return entry.widget if entry else None
 
     def pending_cards(self) -> list[ApprovalCard]:
@@ -138,11 +131,11 @@ class Conversation(BlockWindow, can_focus=True):
 
     def clear(self) -> None:
         """Forget everything shown (another session is about to be shown)."""
-        for mapping in (self._texts, self._tools, self._streaming_tools, self._cards, self._queued, self._children):
+        for mapping in (self._texts, self._tools, self._streaming_tools, self._cards, self._queued):
             mapping.clear()
         self._pending.clear()
-        for ids in (self._card_runs, self._child_runs, self._child_runs_of, self._card_children, self._agents):
-            ids.clear()
+        self._card_runs.clear()
+        self._kids = Children()
         self.has_older = False
         self.forget_blocks()
 
@@ -155,10 +148,9 @@ class Conversation(BlockWindow, can_focus=True):
         """
         newer = (self._texts, self._tools, self._streaming_tools, self._cards, self._pending, self._card_runs)
         newer_queued = self._queued
-        newer_children = (self._children, self._child_runs, self._child_runs_of, self._card_children)
+        newer_kids, self._kids = self._kids, Children()
         self._texts, self._tools, self._streaming_tools, self._cards = {}, {}, {}, {}
         self._pending, self._card_runs, self._queued = set(), {}, {}
-        self._children, self._child_runs, self._child_runs_of, self._card_children = {}, {}, {}, {}
         try:
             with self._gathered() as entries:
                 for event in events:
@@ -166,10 +158,9 @@ class Conversation(BlockWindow, can_focus=True):
                         self.show(event)
         finally:
             older = (self._texts, self._tools, self._cards, self._pending, self._card_runs)
-            older_children = (self._children, self._child_runs, self._child_runs_of, self._card_children)
+            older_kids, self._kids = self._kids, newer_kids
             self._texts, self._tools, self._streaming_tools, self._cards, self._pending, self._card_runs = newer
             self._queued = newer_queued
-            self._children, self._child_runs, self._child_runs_of, self._card_children = newer_children
         # Ids are a run's own, so the older blocks join the lookups (a resumed run may still finish an old call);
         # older first, so that the dicts keep the session's order.
         self._texts, self._tools, self._cards = (
@@ -179,10 +170,7 @@ class Conversation(BlockWindow, can_focus=True):
         )
         self._pending |= older[3]
         self._card_runs = {**older[4], **self._card_runs}
-        self._children = {**older_children[0], **self._children}
-        self._child_runs = {**older_children[1], **self._child_runs}  # a newer run of a child is its latest
-        self._child_runs_of = {**older_children[2], **self._child_runs_of}
-        self._card_children = {**older_children[3], **self._card_children}
+        self._kids.put_older(older_kids)
         self._prepend(entries)
 
     def _reached_top(self) -> None:
@@ -239,9 +227,9 @@ class Conversation(BlockWindow, can_focus=True):
                 d = event
                 decided.change(lambda w: w.resolve(d.decision, d.decided_by, d.reason))
             if event.child_session_id:
-                self._child_waits(event.child_session_id)
+                self._kids.waits(event.child_session_id, self._pending)
         elif isinstance(event, ChildStarted | ChildActivity | ChildFinished):
-            self._child_event(event)
+            self._child(event)
         elif isinstance(event, RunFinished):
             self._finished(event)
         else:
@@ -289,10 +277,10 @@ class Conversation(BlockWindow, can_focus=True):
     def _approval(self, event: ApprovalRequested) -> None:
         child = event.child_session_id
         if child:  # a child's call: this session's conversation has no block for it, its child block says it waits
-            self._card_children[event.approval_id] = child
+            self._kids.cards[event.approval_id] = child
         else:
             self._call(event.call_id, event.tool, event.arguments).change(lambda w: w.set_status("awaiting approval"))
-        agent = self._agents.get(child, "")
+        agent = self._kids.agent(child)
         asked = event
         entry = Entry(
             lambda: ApprovalCard(
@@ -311,43 +299,17 @@ class Conversation(BlockWindow, can_focus=True):
         self._card_runs[event.approval_id] = event.run_id
         self._add(entry)
         if child:
-            self._child_waits(child)
+            self._kids.waits(child, self._pending)
 
     # -- children -----------------------------------------------------------------------------------
 
-    def _child_event(self, event: ChildStarted | ChildActivity | ChildFinished) -> None:
-        entry = self._children.get(event.child_run_id)
-        if entry is None:  # started before what this view read (opened mid-run): the block starts here
-            child, run, depth = event.child_session_id, event.child_run_id, getattr(event, "depth", 2)
-            entry = self._children[run] = Entry(
-                lambda: ChildBlock(child_session_id=child, child_run_id=run, depth=depth)
-            )
-            self._add(entry)
-        self._child_runs[event.child_session_id] = event.child_run_id
-        self._child_runs_of[event.child_run_id] = event.run_id
-        e = event
-        if isinstance(e, ChildStarted):
-            self._agents[e.child_session_id] = e.agent
-            entry.change(lambda w: w.started(agent=e.agent, goal=e.goal, depth=e.depth, at=e.ts))
-        elif isinstance(e, ChildActivity):
-            entry.change(lambda w: w.activity(e.step, e.tool, e.ts))
-        else:
-            entry.change(
-                lambda w: w.finished(
-                    status=e.status, reason=e.reason, steps=e.steps, elapsed_s=e.elapsed_s, answer=e.final_text
-                )
-            )
-            # its run is over: a card of its still undecided has nothing left to answer
-            for approval_id in [a for a in self._pending if self._card_children.get(a) == e.child_session_id]:
+    def _child(self, event: ChildStarted | ChildActivity | ChildFinished) -> None:
+        self._kids.show(event, self._add)
+        if isinstance(event, ChildFinished):  # its run is over: a card of its still undecided has nothing to answer
+            child, status = event.child_session_id, event.status
+            for approval_id in [a for a in self._pending if self._kids.cards.get(a) == child]:
                 self._pending.discard(approval_id)
-                self._cards[approval_id].change(lambda w: w.expire(e.status))
-
-    def _child_waits(self, child_session_id: str) -> None:
-        """Show on the child's block whether any of its calls still waits for a decision."""
-        entry = self._children.get(self._child_runs.get(child_session_id, ""))
-        if entry is not None:
-            waits = any(self._card_children.get(a) == child_session_id for a in self._pending)
-            entry.change(lambda w: w.waiting(waits))
+                self._cards[approval_id].change(lambda w: w.expire(status))
 
     def _finished(self, event: RunFinished) -> None:
         self._streaming_tools = {k: v for k, v in self._streaming_tools.items() if k[0] != event.run_id}
@@ -357,9 +319,7 @@ class Conversation(BlockWindow, can_focus=True):
             self._pending.discard(approval_id)
             self._cards[approval_id].change(lambda w: w.expire(status))
         if status != "completed":  # children still shown running ended with it (their own end may not be read)
-            at = event.ts
-            for run in [r for r, parent in self._child_runs_of.items() if parent == event.run_id]:
-                self._children[run].change(lambda w: w.parent_ended(status, at))
+            self._kids.parent_ended(event.run_id, status, event.ts)
         if event.status == "completed":
             return
         level = "warning" if event.status in ("cancelled", "interrupted", "needs_review") else "error"

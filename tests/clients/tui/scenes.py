@@ -94,13 +94,15 @@ def done(run: str) -> RunFinished:
     return RunFinished(session_id=SESSION, ts=TS, run_id=run, status="completed", reason="", final_text="", steps=1)
 
 
-def child_started(run: str, child: str, agent: str, goal: str, ts: float = TS, depth: int = 2) -> ChildStarted:
+def child_started(
+    run: str, child: str, agent: str, goal: str, ts: float = TS, depth: int = 2, child_run: str = ""
+) -> ChildStarted:
     return ChildStarted(
         session_id=SESSION,
         ts=ts,
         run_id=run,
         child_session_id=child,
-        child_run_id=f"r_{child}",
+        child_run_id=child_run or f"r_{child}",
         agent=agent,
         goal=goal,
         depth=depth,
@@ -114,7 +116,7 @@ def child_activity(run: str, child: str, step: int, tool: str) -> ChildActivity:
 
 
 def child_finished(
-    run: str, child: str, status: str, reason: str = "", answer: str = "", steps: int = 3
+    run: str, child: str, status: str, reason: str = "", answer: str = "", steps: int = 3, child_run: str = ""
 ) -> ChildFinished:
     return ChildFinished.model_validate(
         {
@@ -122,7 +124,7 @@ def child_finished(
             "ts": TS,
             "run_id": run,
             "child_session_id": child,
-            "child_run_id": f"r_{child}",
+            "child_run_id": child_run or f"r_{child}",
             "status": status,
             "reason": reason,
             "steps": steps,

@@ -270,3 +270,31 @@ async def test_the_panel_shows_the_tree_and_space_folds_a_branch(tmp_path: Path)
 def _highlighted(panel: SessionsPanel) -> str | None:
     option: Option | None = panel.highlighted_option
     return option.id if option is not None else None
+
+
+async def test_older_history_read_later_brings_its_children_above_without_touching_the_newer_ones() -> None:
+    newer: list[Event] = [
+        user("r_2", "again"),
+        child_started("r_2", TESTER, "tester", "Run the tests again", child_run="r_again"),
+    ]
+    older: list[Event] = [
+        user("r_1", "first"),
+        child_started("r_1", REVIEWER, "reviewer", "Review it"),
+        child_finished("r_1", REVIEWER, "completed", answer="Fine."),
+        child_started("r_1", TESTER, "tester", "Run the tests"),
+        child_finished("r_1", TESTER, "failed", reason="3 tests failed"),
+    ]
+    app = Recording(newer)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await settle(pilot)
+        app.conversation.show_older(older)
+        await settle(pilot)
+        assert "[completed" in _block(app, REVIEWER).text
+        tester = _block(app, TESTER)  # the child's latest run is the newer one, still going
+        assert "[running" in tester.text and "Run the tests again" in tester.text
+        blocks = list(app.conversation.query(ChildBlock))
+        assert [(b.child_session_id, b.status) for b in blocks] == [
+            (REVIEWER, "completed"),
+            (TESTER, "failed"),
+            (TESTER, "running"),
+        ]
