@@ -15,6 +15,8 @@ from collections.abc import Iterable, Sequence
 from pydantic import BaseModel, Field
 
 from orchestrator.events import (
+    ApprovalDecided,
+    ApprovalRequested,
     AssistantMessage,
     Event,
     RunFinished,
@@ -199,6 +201,10 @@ def child_state(
             open_calls[event.call_id] = event.tool
         elif isinstance(event, ToolCallFinished):
             open_calls.pop(event.call_id, None)
+        elif isinstance(event, ApprovalRequested):  # the call it waits to make is the one it is in
+            open_calls[event.approval_id] = event.tool
+        elif isinstance(event, ApprovalDecided):
+            open_calls.pop(event.approval_id, None)
         elif isinstance(event, RunFinished):
             ended, finished_steps = event.ts, event.steps
             final_text = final_text or event.final_text

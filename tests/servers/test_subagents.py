@@ -243,3 +243,22 @@ async def test_a_wait_for_many_children_shares_one_budget_of_answer_text(tmp_pat
     assert all(8_000 <= len(c["final_text"]) < 8_200 for c in waited["finished"])  # 24,000 shared by 3
     assert "gives up to 12,000" in waited["finished"][0]["final_text"]
     assert 12_000 <= len(one["final_text"]) < 12_200
+
+
+async def test_a_child_waiting_for_an_approval_is_reported_so_and_answerable(tmp_path: Path) -> None:
+    writes: list[dict[str, Any]] = [
+        {"text": "Writing.", "tool_calls": [{"name": "fs__write", "arguments": {"path": "out.txt", "content": "x"}}]},
+        {"text": "Wrote it."},
+    ]
+    async with subagents(tmp_path, writes) as (client, loom, project):
+        spawned = data(await client.call_tool("spawn", {"goal": "write out.txt", "model": "scripted:s.json"}))
+        waited = data(await client.call_tool("wait", {"timeout_s": 1.5}))
+        (asking,) = waited["running"]
+        await loom.decide_approval(asking["pending_approvals"][0], "approve_once", decided_by="test")
+        done = data(await client.call_tool("wait", {"child_ids": [spawned["child_id"]], "timeout_s": 30}))
+
+    assert asking["status"] == "awaiting_approval" and asking["current_tool"] == "fs__write"
+    assert spawned["child_id"] in waited["note"] and "approval" in waited["note"]
+    (result,) = done["finished"]
+    assert result["status"] == "completed" and result["summary"]["files_changed"] == ["out.txt"]
+    assert (project / "out.txt").read_text() == "x"
