@@ -440,7 +440,10 @@ class TaskGraphPlanning(_EventBase):
     orchestration_id: str
     attempt: int
     child_session_id: str
-    child_run_id: str
+    child_run_id: str = ""
+    """Empty when recorded between creating the child's session and starting its run."""
+    problem: str = ""
+    """What was wrong with the previous attempt's answer (the planner is told)."""
 
 
 class TaskGraphPlanned(_EventBase):
@@ -464,7 +467,8 @@ class TaskStateChanged(_EventBase):
     """The executor attempt this transition belongs to (1 for the first; 0 before any)."""
     child_session_id: str = ""
     child_run_id: str = ""
-    """``running``: the executor child; ``reviewing``: the reviewer child."""
+    """``running``: the executor child; ``reviewing``: the reviewer child. A child is recorded twice: once its
+    session exists (``child_run_id`` empty), then once its run started, so a restart never starts a second one."""
     reason: str = ""
     """Why (a failed run's reason, a dependency that failed, a verdict)."""
     findings: list[str] = Field(default_factory=list)
