@@ -79,14 +79,31 @@ class ChildOutcome:
 
 
 class Children(Protocol):
-    """The runtime as the controller sees it."""
+    """The runtime as the controller sees it.
 
-    async def spawn(self, spec: ChildSpec) -> ChildHandle:
-        """Start a child session of the orchestrating session and its run; return at once.
+    A child is started in two steps, :meth:`create` then :meth:`start`, and the controller records each before
+    the next: a crash between them leaves at most a session with no run (no work done twice), and one after
+    :meth:`start` but before its record is found again with :meth:`find_run`.
+    """
+
+    async def create(self, spec: ChildSpec) -> str:
+        """Create the child session (a child of the orchestrating session, as ``spec.agent``); its id.
 
         Raises:
             ChildError: The child was refused.
         """
+        ...
+
+    async def start(self, session_id: str, spec: ChildSpec) -> str:
+        """Start the child's run on ``spec.goal`` with its deadline; return its run id at once.
+
+        Raises:
+            ChildError: The run was refused.
+        """
+        ...
+
+    async def find_run(self, session_id: str) -> str | None:
+        """The run a child session was started with, or None if it has none (it was never started)."""
         ...
 
     async def wait(self, child: ChildHandle, timeout_s: float) -> ChildOutcome | None:
@@ -115,6 +132,13 @@ class FaceRun(Protocol):
     def final_text(self) -> str: ...
 
 
+class FacePage(Protocol):
+    """The part of the face's ``EventPage`` the adapter reads."""
+
+    @property
+    def events(self) -> Sequence[object]: ...
+
+
 class FaceSession(Protocol):
     """The part of the face's ``SessionInfo`` the adapter reads."""
 
@@ -138,6 +162,7 @@ class FaceClient(Protocol):
         self, session_id: str, text: str, *, max_steps: int = 50, timeout_s: float | None = None
     ) -> FaceRun: ...
     async def get_run(self, run_id: str, *, wait_s: float = 0) -> FaceRun: ...  # noqa: D102
+    async def read_events(self, session_id: str, *, after_seq: int = 0, limit: int = 200) -> FacePage: ...  # noqa: D102
     async def cancel_run(self, run_id: str) -> FaceRun: ...  # noqa: D102
     async def resume_run(self, run_id: str, *, wait_s: float = 0, headless: bool = False) -> FaceRun: ...  # noqa: D102
 
@@ -179,11 +204,11 @@ class FaceChildren:
         self.models = dict(models or {})
         self._resumed: set[str] = set()
 
-    async def spawn(self, spec: ChildSpec) -> ChildHandle:
-        """Create the child session (cwd the parent's) and send it its goal with its deadline.
+    async def create(self, spec: ChildSpec) -> str:
+        """Create the child session (cwd the parent's) as ``spec.agent``.
 
         Raises:
-            ChildError: The face refused the session or the message (its message says why).
+            ChildError: The face refused it (its message says why: an unknown agent, wider than the parent).
         """
         try:
             session = await self.client.create_session(
@@ -193,15 +218,36 @@ class FaceChildren:
                 parent_session_id=self.session_id,
                 agent=spec.agent,
             )
+        except self.refusals as exc:
+            raise ChildError(str(exc)) from exc
+        return session.session_id
+
+    async def start(self, session_id: str, spec: ChildSpec) -> str:
+        """Send the child its goal with its deadline.
+
+        Raises:
+            ChildError: The face refused the message.
+        """
+        try:
             if spec.max_steps is None:
-                run = await self.client.send_message(session.session_id, spec.goal, timeout_s=spec.timeout_s)
+                run = await self.client.send_message(session_id, spec.goal, timeout_s=spec.timeout_s)
             else:
                 run = await self.client.send_message(
-                    session.session_id, spec.goal, max_steps=spec.max_steps, timeout_s=spec.timeout_s
+                    session_id, spec.goal, max_steps=spec.max_steps, timeout_s=spec.timeout_s
                 )
         except self.refusals as exc:
             raise ChildError(str(exc)) from exc
-        return ChildHandle(session.session_id, run.run_id)
+        return run.run_id
+
+    async def find_run(self, session_id: str) -> str | None:
+        """The child's first run, from the head of its log (a child session gets one run from the controller)."""
+        page = await self.client.read_events(session_id, limit=50)
+        for event in page.events:
+            if getattr(event, "type", None) in ("run_queued", "run_started"):
+                run_id = getattr(event, "run_id", None)
+                if isinstance(run_id, str) and run_id:
+                    return run_id
+        return None
 
     async def wait(self, child: ChildHandle, timeout_s: float) -> ChildOutcome | None:
         """Poll ``get_run`` in bounded slices until the run ends or ``timeout_s`` passes.

@@ -18,7 +18,7 @@ ends it, cancelling its children and recording every unfinished task ``cancelled
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 
@@ -230,20 +230,37 @@ class Orchestrator:
 
     async def _plan(self, state: GraphState, limits: Limits) -> str:
         """Ask planners for the graph and record it; the problem that ended planning, or ``""``."""
-        goal, problem = state.started.goal, ""
-        first = state.planner.attempt if state.planner is not None else 1
+        recorded = state.planner
+        first = recorded.attempt if recorded is not None else 1
+        problem = recorded.problem if recorded is not None else ""
         for attempt in range(first, limits.plan_attempts + 1):
-            recorded = state.planner
-            if recorded is not None and recorded.attempt == attempt:
-                # A planner recorded before a restart is waited for, not started again.
-                child = ChildHandle(recorded.child_session_id, recorded.child_run_id)
-            else:
-                try:
-                    child = await self._spawn_planner(
-                        state, attempt, planner_brief(goal, max_tasks=limits.max_tasks, problem=problem), limits
-                    )
-                except ChildError as exc:
-                    return f"planning failed: the planner could not be started: {exc}"
+            # A planner recorded before a restart is waited for (or, never started, started), not created again.
+            known = (
+                ChildHandle(recorded.child_session_id, recorded.child_run_id)
+                if recorded is not None and recorded.attempt == attempt
+                else None
+            )
+            spec = ChildSpec(
+                agent="planner",
+                goal=planner_brief(state.started.goal, max_tasks=limits.max_tasks, problem=problem),
+                timeout_s=limits.task_timeout_s,
+                label=f"{state.orchestration_id}/plan/{attempt}",
+            )
+
+            async def planning(child: ChildHandle, attempt: int = attempt, problem: str = problem) -> None:
+                event = TaskGraphPlanning(
+                    **self._ids(state),
+                    attempt=attempt,
+                    child_session_id=child.session_id,
+                    child_run_id=child.run_id,
+                    problem=problem,
+                )
+                await self._record(state, event)
+
+            try:
+                child = await self._launch(spec, known, planning)
+            except ChildError as exc:
+                return f"planning failed: the planner could not be started: {exc}"
             outcome = await self._wait(child, limits)
             if outcome is None or outcome.status != "completed":
                 return "planning failed: " + _run_failure("planner", outcome, limits.task_timeout_s)
@@ -258,20 +275,26 @@ class Orchestrator:
             return ""
         return f"the planner's answer was not a usable task graph after {limits.plan_attempts} attempts: {problem}"
 
-    async def _spawn_planner(self, state: GraphState, attempt: int, brief: str, limits: Limits) -> ChildHandle:
-        spec = ChildSpec(
-            agent="planner",
-            goal=brief,
-            timeout_s=limits.task_timeout_s,
-            label=f"{state.orchestration_id}/plan/{attempt}",
-        )
-        with anyio.CancelScope(shield=True):  # a child started is a child recorded, or a restart would lose it
-            child = await self.children.spawn(spec)
-            planning = TaskGraphPlanning(
-                **self._ids(state), attempt=attempt, child_session_id=child.session_id, child_run_id=child.run_id
-            )
-            await self._record(state, planning)
-        return child
+    async def _launch(
+        self, spec: ChildSpec, known: ChildHandle | None, record: Callable[[ChildHandle], Awaitable[None]]
+    ) -> ChildHandle:
+        """Create and start a child, recording it after each step; ``known``: what a restart found recorded.
+
+        Shielded: a child created is a child recorded, or a restart would lose it. Only a process dying between a
+        step and its record escapes, and then the session is created again (the first never ran) or the run is
+        found again (:meth:`~orchestrator.agents.children.Children.find_run`), never started twice.
+        """
+        with anyio.CancelScope(shield=True):
+            session_id = known.session_id if known is not None else ""
+            run_id = known.run_id if known is not None else ""
+            if not session_id:
+                session_id = await self.children.create(spec)
+                await record(ChildHandle(session_id, ""))
+            if not run_id:
+                found = await self.children.find_run(session_id) if known is not None else None
+                run_id = found or await self.children.start(session_id, spec)
+                await record(ChildHandle(session_id, run_id))
+        return ChildHandle(session_id, run_id)
 
     async def _wait(self, child: ChildHandle, limits: Limits) -> ChildOutcome | None:
         """The child's outcome; one still going past its deadline (and the grace) is cancelled: None."""
@@ -315,49 +338,39 @@ class Orchestrator:
                 changed = anyio.Event()
 
     async def _work(self, state: GraphState, tid: str, limits: Limits) -> None:
-        """Carry one task from where its events left it to ``passed``, ``failed`` or back to a final retry."""
+        """Carry one task from where its events left it to ``passed`` or ``failed``, re-queueing it between."""
         task = state.tasks[tid]
         while not task.final:
-            if task.state == "reviewing":
-                await self._review(state, task, ChildHandle(task.child_session_id, task.child_run_id), limits)
-                continue
-            if task.state == "running":  # after a restart: wait for the recorded executor, never start another
-                executor = ChildHandle(task.child_session_id, task.child_run_id)
+            if task.state == "reviewing":  # after a restart: the recorded reviewer, never a second one
+                known: ChildHandle | None = ChildHandle(task.child_session_id, task.child_run_id)
+                result = task.result
             else:
-                try:
-                    executor = await self._start_executor(state, task, limits)
-                except ChildError as exc:
-                    await self._refused(state, task, "executor", exc)
-                    return
-            outcome = await self._wait(executor, limits)
-            if outcome is None or outcome.status != "completed":
-                await self._retry_or_fail(
-                    state, task, [_run_failure("executor", outcome, limits.task_timeout_s)], limits
-                )
-                continue
+                done = await self._execute(state, task, limits)
+                if done is None:
+                    continue  # re-queued, or failed
+                known, result = None, _cut(done.final_text)
             spec = ChildSpec(
                 agent="reviewer",
-                goal=reviewer_brief(task.spec, result=outcome.final_text),
+                goal=reviewer_brief(task.spec, result=result),
                 timeout_s=limits.task_timeout_s,
                 label=f"{state.orchestration_id}/{tid}/{task.attempt}/reviewer",
             )
-            with anyio.CancelScope(shield=True):  # a child started is a child recorded, or a restart would lose it
-                try:
-                    reviewer = await self.children.spawn(spec)
-                except ChildError as exc:
-                    await self._refused(state, task, "reviewer", exc)
-                    return
-                await self._task_event(
-                    state, tid, "reviewing", attempt=task.attempt, child=reviewer, result=_cut(outcome.final_text)
-                )
 
-    async def _refused(self, state: GraphState, task: TaskProgress, role: str, error: ChildError) -> None:
-        """A child that cannot be started fails its task at once: starting it again would be refused again."""
-        why = _cut(f"its {role} could not be started: {error}")
-        await self._task_event(state, task.spec.id, "failed", attempt=task.attempt, reason=why)
+            async def reviewing(child: ChildHandle, result: str = result) -> None:
+                await self._task_event(state, tid, "reviewing", attempt=task.attempt, child=child, result=result)
 
-    async def _start_executor(self, state: GraphState, task: TaskProgress, limits: Limits) -> ChildHandle:
-        attempt = task.attempt + 1
+            try:
+                reviewer = await self._launch(spec, known, reviewing)
+            except ChildError as exc:
+                await self._refused(state, task, "reviewer", exc)
+                return
+            await self._review(state, task, reviewer, limits)
+
+    async def _execute(self, state: GraphState, task: TaskProgress, limits: Limits) -> ChildOutcome | None:
+        """Run the task's executor (the recorded one after a restart); its outcome, or None if the task moved on."""
+        tid = task.spec.id
+        resumed = task.state == "running"
+        attempt = task.attempt if resumed else task.attempt + 1
         inputs = {dep: state.tasks[dep].result for dep in task.spec.depends_on}
         spec = ChildSpec(
             agent="executor",
@@ -365,12 +378,28 @@ class Orchestrator:
                 task.spec, goal=state.started.goal, inputs=inputs, findings=task.findings, attempt=attempt
             ),
             timeout_s=limits.task_timeout_s,
-            label=f"{state.orchestration_id}/{task.spec.id}/{attempt}/executor",
+            label=f"{state.orchestration_id}/{tid}/{attempt}/executor",
         )
-        with anyio.CancelScope(shield=True):  # a child started is a child recorded, or a restart would lose it
-            child = await self.children.spawn(spec)
-            await self._task_event(state, task.spec.id, "running", attempt=attempt, child=child)
-        return child
+
+        async def running(child: ChildHandle) -> None:
+            await self._task_event(state, tid, "running", attempt=attempt, child=child)
+
+        known = ChildHandle(task.child_session_id, task.child_run_id) if resumed else None
+        try:
+            executor = await self._launch(spec, known, running)
+        except ChildError as exc:
+            await self._refused(state, task, "executor", exc)
+            return None
+        outcome = await self._wait(executor, limits)
+        if outcome is None or outcome.status != "completed":
+            await self._retry_or_fail(state, task, [_run_failure("executor", outcome, limits.task_timeout_s)], limits)
+            return None
+        return outcome
+
+    async def _refused(self, state: GraphState, task: TaskProgress, role: str, error: ChildError) -> None:
+        """A child that cannot be started fails its task at once: starting it again would be refused again."""
+        why = _cut(f"its {role} could not be started: {error}")
+        await self._task_event(state, task.spec.id, "failed", attempt=task.attempt, reason=why)
 
     async def _review(self, state: GraphState, task: TaskProgress, reviewer: ChildHandle, limits: Limits) -> None:
         outcome = await self._wait(reviewer, limits)
@@ -403,11 +432,14 @@ class Orchestrator:
 
     async def _cancel_all(self, state: GraphState, reason: str) -> None:
         """After :meth:`cancel`: cancel the children still going, record the unfinished tasks, end the graph."""
+        going = [
+            ChildHandle(state.tasks[tid].child_session_id, state.tasks[tid].child_run_id) for tid in state.in_flight()
+        ]
         if state.planner is not None and not state.planned:
-            await self.children.cancel(ChildHandle(state.planner.child_session_id, state.planner.child_run_id))
-        for tid in state.in_flight():
-            task = state.tasks[tid]
-            await self.children.cancel(ChildHandle(task.child_session_id, task.child_run_id))
+            going.append(ChildHandle(state.planner.child_session_id, state.planner.child_run_id))
+        for child in going:
+            if child.run_id:  # a child whose run never started has nothing to cancel
+                await self.children.cancel(child)
         for tid, task in state.tasks.items():
             if not task.final:
                 await self._task_event(state, tid, "cancelled", attempt=task.attempt, reason=reason)

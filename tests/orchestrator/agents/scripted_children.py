@@ -32,7 +32,13 @@ class Answer:
     gate: anyio.Event | None = None
     """Answer only once this is set."""
     refuse: str = ""
-    """Refuse to start the child, with this message (as the face refuses an unknown agent)."""
+    """Refuse to create the child, with this message (as the face refuses an unknown agent)."""
+    die: str = ""
+    """``after_create`` or ``after_start``: the process dies right after that step (:class:`ProcessDied`), once."""
+
+
+class ProcessDied(Exception):
+    """Stands for Loom's process dying: what was recorded stays, nothing after it runs."""
 
 
 @dataclass
@@ -62,7 +68,11 @@ class ScriptedChildren:
         self.cancelled: list[str] = []
         self.running = 0
         self.max_running = 0
+        self.created: list[str] = []
         self._runs: dict[str, _Run] = {}
+        self._sessions: dict[str, str] = {}
+        self._answers: dict[str, Answer] = {}
+        self._died: set[tuple[str, str]] = set()
         self._changed = anyio.Event()
         self._tg = anyio.create_task_group()
 
@@ -86,18 +96,36 @@ class ScriptedChildren:
         self._changed = anyio.Event()
 
     def spawned_roles(self) -> list[tuple[str, int, str]]:
-        """Every child spawned, as (task, attempt, role), in order."""
+        """Every child run started, as (task, attempt, role), in order."""
         return [role_of(spec) for spec in self.spawned]
 
-    async def spawn(self, spec: ChildSpec) -> ChildHandle:
+    async def create(self, spec: ChildSpec) -> str:
         answer = self.script(spec)
         if answer.refuse:
             raise ChildError(answer.refuse)
-        n = len(self.spawned) + 1
+        session_id = f"child{len(self.created) + 1}"
+        self.created.append(session_id)
+        self._answers[session_id] = answer
+        self._die(spec, answer, "after_create")
+        return session_id
+
+    async def start(self, session_id: str, spec: ChildSpec) -> str:
+        answer = self._answers[session_id]  # the script is asked once per child, when its session is created
         self.spawned.append(spec)
-        run = self._runs[f"run{n}"] = _Run(spec, answer)
+        run_id = f"run{len(self.spawned)}"
+        run = self._runs[run_id] = _Run(spec, answer)
+        self._sessions[session_id] = run_id
         self._tg.start_soon(self._play, run)
-        return ChildHandle(f"child{n}", f"run{n}")
+        self._die(spec, answer, "after_start")
+        return run_id
+
+    async def find_run(self, session_id: str) -> str | None:
+        return self._sessions.get(session_id)
+
+    def _die(self, spec: ChildSpec, answer: Answer, step: str) -> None:
+        if answer.die == step and (spec.label, step) not in self._died:
+            self._died.add((spec.label, step))
+            raise ProcessDied(f"died {step} of {spec.label}")
 
     async def _play(self, run: _Run) -> None:
         answer = run.answer

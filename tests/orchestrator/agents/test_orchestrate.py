@@ -33,7 +33,12 @@ def everyone_passes(spec: ChildSpec) -> Answer:
 
 
 def transitions(children: ScriptedChildren) -> list[tuple[str, str, int]]:
-    return [(e.task_id, e.state, e.attempt) for e in children.events if isinstance(e, TaskStateChanged)]
+    """Each task's moves; a child is recorded twice (session created, run started): only the second is kept."""
+    return [
+        (e.task_id, e.state, e.attempt)
+        for e in children.events
+        if isinstance(e, TaskStateChanged) and not (e.state in ("running", "reviewing") and not e.child_run_id)
+    ]
 
 
 async def orchestrate(

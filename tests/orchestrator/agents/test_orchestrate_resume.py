@@ -12,7 +12,7 @@ from orchestrator.agents.children import ChildSpec
 from orchestrator.agents.orchestrate import Limits, OrchestrationError, Orchestrator
 from orchestrator.agents.report import unfinished
 from orchestrator.events import EVENT_ADAPTER, Event, PlannedTask, TaskStateChanged
-from tests.orchestrator.agents.scripted_children import Answer, ScriptedChildren, role_of
+from tests.orchestrator.agents.scripted_children import Answer, ProcessDied, ScriptedChildren, role_of
 
 pytestmark = pytest.mark.anyio
 PASS = '{"verdict": "pass", "findings": []}'
@@ -105,3 +105,50 @@ async def test_resuming_a_finished_orchestration_starts_nothing() -> None:
         assert again == first and len(children.spawned) == count
         with pytest.raises(OrchestrationError, match="no orchestration 'nope'"):
             await Orchestrator(children, "parent").resume(children.events, "nope")
+
+
+@pytest.mark.parametrize("role", ["planner", "executor", "reviewer"])
+@pytest.mark.parametrize("step", ["after_create", "after_start"])
+async def test_a_crash_between_starting_a_child_and_recording_it_never_runs_it_twice(role: str, step: str) -> None:
+    plan = json.dumps({"tasks": [{"id": "a", "brief": "Do a.", "criteria": ["a"]}]})
+
+    def script(spec: ChildSpec) -> Answer:
+        kind = role_of(spec)[2]
+        text = {"planner": plan, "reviewer": PASS}.get(kind, "a done")
+        return Answer(text, die=step if kind == role else "")
+
+    async with ScriptedChildren(script) as children:
+        with anyio.fail_after(5):
+            try:
+                await Orchestrator(children, "parent").run("g", LIMITS)
+            except* ProcessDied:
+                pass
+            [oid] = unfinished(children.events)
+            result = await Orchestrator(children, "parent").resume(stored(children.events), oid)
+    assert result.status == "passed"
+    assert Counter(r[2] for r in children.spawned_roles()) == {"planner": 1, "executor": 1, "reviewer": 1}
+    # Died after creating the session: that one never ran and another was made; after starting: found again.
+    assert len(children.created) == 3 + (step == "after_create")
+
+
+async def test_a_planner_restarted_on_its_second_attempt_is_still_told_what_was_wrong() -> None:
+    plan = json.dumps({"tasks": [{"id": "a", "brief": "Do a.", "criteria": ["a"]}]})
+
+    def script(spec: ChildSpec) -> Answer:
+        _, attempt, kind = role_of(spec)
+        if kind == "planner":  # the first answer is no graph; the process dies as the second planner is created
+            return Answer("no plan here") if attempt == 1 else Answer(plan, die="after_create")
+        return Answer(PASS if kind == "reviewer" else "ok")
+
+    async with ScriptedChildren(script) as children:
+        with anyio.fail_after(5):
+            try:
+                await Orchestrator(children, "parent").run("g", LIMITS)
+            except* ProcessDied:
+                pass
+            result = await Orchestrator(children, "parent").resume(
+                stored(children.events), unfinished(children.events)[0]
+            )
+    assert result.status == "passed"
+    second = [s.goal for s in children.spawned if role_of(s) == ("plan", 2, "planner")]
+    assert len(second) == 1 and "could not be used: the planner's answer is not a task graph" in second[0]

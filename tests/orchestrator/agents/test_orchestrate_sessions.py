@@ -137,7 +137,8 @@ async def test_after_loom_restarts_the_interrupted_children_are_resumed_not_star
                 tg.start_soon(lambda: Orchestrator(children, parent.session_id).run("ship it", limits))
                 while True:
                     events = await stored(host, parent.session_id)
-                    if sum(isinstance(e, TaskStateChanged) and e.state == "running" for e in events) == 2:
+                    started = [e for e in events if isinstance(e, TaskStateChanged) and e.state == "running"]
+                    if len([e for e in started if e.child_run_id]) == 2:
                         break
                     await anyio.sleep(0.02)
                 tg.cancel_scope.cancel()
