@@ -72,8 +72,11 @@ class Advisor:
         *,
         cwd: str,
         timeout_s: float = DEFAULT_ADVISOR_TIMEOUT_S,
+        follows_session: bool = False,
     ) -> None:
         self.model = model
+        self.follows_session = follows_session
+        """``model`` is the session's own (no advisor model configured): a model switch should switch it too."""
         self.mode = mode
         self.cwd = cwd
         """The session's working directory: what the advisor is told, and what "outside" is measured from."""
@@ -211,7 +214,8 @@ def advisor_for(
     if chosen == "off":
         return None
     model = resolve_model(settings.model) if settings.model else session_model
-    return Advisor(model, "full" if chosen == "full" else "lightweight", cwd=cwd, timeout_s=settings.timeout_s)
+    kind: Literal["lightweight", "full"] = "full" if chosen == "full" else "lightweight"
+    return Advisor(model, kind, cwd=cwd, timeout_s=settings.timeout_s, follows_session=not settings.model)
 
 
 def _clip(text: str, limit: int) -> str:

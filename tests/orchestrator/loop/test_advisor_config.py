@@ -87,8 +87,8 @@ def test_a_session_s_mode_wins_over_the_config_and_a_bad_one_is_refused() -> Non
     configured = AdvisorSettings(mode="off", model="scripted:adv.json", timeout_s=9)
     advisor = advisor_for(configured, resolve, own, cwd="/work", mode="full")
     assert advisor is not None and (advisor.mode, advisor.timeout_s, advisor.cwd) == ("full", 9, "/work")
-    assert built == ["scripted:adv.json"] and advisor.model is not own
+    assert built == ["scripted:adv.json"] and advisor.model is not own and not advisor.follows_session
     default = advisor_for(AdvisorSettings(mode="lightweight"), resolve, own, cwd=".")
-    assert default is not None and default.model is own  # no model named: the session's own
+    assert default is not None and default.model is own and default.follows_session  # no model named: the session's
     with pytest.raises(AdvisorError, match="unknown advisor mode 'everything'; use off, lightweight, full"):
         advisor_for(configured, resolve, own, cwd=".", mode="everything")
