@@ -13,10 +13,10 @@ reason and what to do, so that the client shows that rather than "Connection clo
 for a bad config) when the client disconnects.
 
 Nothing but protocol may reach stdout. Logging goes to stderr, configured before any ``MCPServer``
-exists (its constructor would otherwise install its own handler). The SDK's ``stdio_server`` points
-fd 1 at stderr while it is open, and the session host (whose tools run child processes) lives
-entirely inside it; afterwards fd 1 is pointed at stderr again for the rest of the process, so that
-nothing flushed at exit lands on the wire either.
+exists (its constructor would otherwise install its own handler). The wire (:func:`servers._stdio.stdio_wire`,
+waited on by the event loop rather than through worker threads) points fd 1 at stderr while it is open, and
+the session host (whose tools run child processes) lives entirely inside it; afterwards fd 1 is pointed at
+stderr again for the rest of the process, so that nothing flushed at exit lands on the wire either.
 
 SIGTERM and SIGINT end serving the way a closed stdin does: the runtime then closes normally and runs
 still going are recorded as interrupted (attached, the relay ends the daemon session it opened).
@@ -144,8 +144,9 @@ async def _stop_serving_on_signal(serving: anyio.CancelScope) -> None:
 def _exit_if_stopped_by_signal(serving: anyio.CancelScope) -> None:
     """After a signal, exit once everything that keeps state is closed, without leaving ``stdio_server``.
 
-    The client may still hold our stdin open; the SDK's stdin reader is then a thread blocked in
-    read() that neither cancellation nor interpreter shutdown ends, so leaving normally would hang.
+    The client may still hold our stdin open; where stdin is not a pipe (a terminal), the SDK's stdin reader
+    is then a thread blocked in read() that neither cancellation nor interpreter shutdown ends, so leaving
+    normally would hang.
     """
     if serving.cancel_called:
         _keep_stdout_off_wire()
@@ -155,9 +156,9 @@ def _exit_if_stopped_by_signal(serving: anyio.CancelScope) -> None:
 
 
 async def _serve_over_stdio(server: Server[Any], serving: anyio.CancelScope) -> None:
-    from mcp.server.stdio import stdio_server
+    from servers._stdio import stdio_wire
 
-    async with stdio_server() as (read, write):
+    async with stdio_wire() as (read, write):
         await _run(server, read, write, serving)
         _exit_if_stopped_by_signal(serving)
 
@@ -174,15 +175,14 @@ async def _serve_embedded(home: Path, wait_for_daemon: bool, serving: anyio.Canc
         The exit code; or None when ``wait_for_daemon`` and a daemon (``loom serve``) holds the home, starting
         or stopping, so that the caller looks for it again.
     """
-    from mcp.server.stdio import stdio_server
-
     from orchestrator.face.local import CannotOpen, ConfigError, open_runtime
+    from servers._stdio import stdio_wire
 
     try:
         # The runtime first (a failure is answered before any protocol), then stdio, then the face's session
-        # host, so that the host is closed (runs recorded) before stdio_server exits.
+        # host, so that the host is closed (runs recorded) before the wire is given back.
         async with open_runtime(home) as local:
-            async with stdio_server() as (read, write):
+            async with stdio_wire() as (read, write):
                 async with local.face() as face:
                     # What MCPServer.run_stdio_async does, over streams we own; the low-level server has no
                     # public accessor in SDK 2.3.0 (the SDK's own Client reaches it the same way).

@@ -40,6 +40,8 @@ ALLOWED: dict[str, frozenset[str] | None] = {
     "orchestrator.store.session_view": frozenset({"MAX_TITLE_CHARS", "NEEDS_YOU", "clean_title"}),
     # Loom's version, as every Loom server and client declares it.
     "servers._version": None,
+    # The stdio transport Loom's servers and `loom mcp` share (the wire waited on by the event loop).
+    "servers._stdio": frozenset({"stdio_wire"}),
     # The built-in servers' entry points, which `loom server NAME` hands the process to.
     "servers": frozenset({"checkpoints", "fs", "memory", "shell"}),
 }
