@@ -2,10 +2,15 @@
 
 Assembling the prompt (:mod:`orchestrator.context.assembly`) reads the instruction files and the skills, and
 lists three memory namespaces through the hub: a few milliseconds on every run, most of a short run. What it
-reads is fingerprinted instead, in one worker-thread hop: every path the file layers depend on (the project
-root as found now, each candidate instruction file, the skills directories and each skill's ``SKILL.md``), and
-the memory database with its write-ahead log, by device, inode, mode, size and modification and change times.
-Equal fingerprints mean the same prompt.
+reads is fingerprinted instead: every path the file layers depend on (the project root as found now, each
+candidate instruction file, the skills directories and each skill's ``SKILL.md``), and the memory database with
+its write-ahead log, by device, inode, mode, size and modification and change times. Equal fingerprints mean the
+same prompt.
+
+A fingerprint is a few dozen ``stat`` calls, 50-75 µs on a local disk, less than handing them to a worker thread
+and back (0.2-0.4 ms on a loaded machine, on every run). So where the last fingerprint of the same directory took
+under :data:`INLINE_S`, the next is taken on the event loop's thread; the first, and any after one that took
+longer (a slow or network file system), go to a worker thread, so that a slow disk never holds the loop for long.
 
 Two things keep that exact:
 
@@ -50,6 +55,8 @@ RACY_S = 2.0
 filesystem keeps whole seconds (FAT, some network filesystems): a change within the same second may not show."""
 RACY_FINE_S = 0.05
 """The same for a time with a sub-second part: the filesystem ticks in nanoseconds or jiffies (10 ms at most)."""
+INLINE_S = 0.001
+"""A fingerprint of a directory whose last one took less than this is taken on the event loop, without a thread hop."""
 MEMORY_LISTINGS = 4096
 """Namespace listings kept per process (least recently used dropped first)."""
 
@@ -112,6 +119,8 @@ class FileInputs:
         self._layout: tuple[tuple[int | None, ...], Path, list[str], list[str]] | None = None
         self.held: tuple[tuple[object, ...], tuple[str, list[str]]] | None = None
         """The layers as last read (text, problems), with the inputs they were read at."""
+        self.inline = False
+        """The last fingerprint took under :data:`INLINE_S`: the next may be taken on the event loop."""
 
     def _walk(self) -> list[str]:
         """The markers project_root looks for, from the working directory up (resolved once)."""
@@ -164,7 +173,8 @@ def memory_inputs(database: Path) -> tuple[Signature, Signature]:
 
 
 def take_fingerprint(files_of: FileInputs, memory_db: Path | None) -> Fingerprint:
-    """Fingerprint a session's prompt inputs now (blocking: run it in a worker thread)."""
+    """Fingerprint a session's prompt inputs now (blocking; see :func:`fingerprint_now` for where it runs)."""
+    started = time.perf_counter()
     now_ns = time.time_ns()
     files = files_of.read()
     memory = memory_inputs(memory_db) if memory_db is not None else None
@@ -172,7 +182,15 @@ def take_fingerprint(files_of: FileInputs, memory_db: Path | None) -> Fingerprin
     # and for each skill its name and two signatures.
     signatures: list[Signature] = [p for p in files[2:] if p is None or isinstance(p, tuple)]
     racy = _racy([*signatures, *(memory or ())], now_ns)
+    files_of.inline = time.perf_counter() - started < INLINE_S
     return Fingerprint(files, memory, racy)
+
+
+async def fingerprint_now(files_of: FileInputs, memory_db: Path | None) -> Fingerprint:
+    """:func:`take_fingerprint` on the event loop where the last one was quick, else in a worker thread."""
+    if files_of.inline:
+        return take_fingerprint(files_of, memory_db)
+    return await anyio.to_thread.run_sync(take_fingerprint, files_of, memory_db)
 
 
 class MemoryListings:
@@ -271,7 +289,7 @@ class PromptCache:
         database = self.memory.database if self.memory is not None else None
         if self._inputs is None:
             self._inputs = file_inputs(self.home, self.cwd)
-        fingerprint = await anyio.to_thread.run_sync(take_fingerprint, self._inputs, database)
+        fingerprint = await fingerprint_now(self._inputs, database)
         held = self._prompt
         if held is not None and held[0] == fingerprint and not fingerprint.racy:
             return held[1]
