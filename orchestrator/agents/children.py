@@ -137,6 +137,8 @@ class FacePage(Protocol):
 
     @property
     def events(self) -> Sequence[object]: ...
+    @property
+    def next_after_seq(self) -> int: ...
 
 
 class FaceSession(Protocol):
@@ -162,11 +164,15 @@ class FaceClient(Protocol):
         self, session_id: str, text: str, *, max_steps: int = 50, timeout_s: float | None = None
     ) -> FaceRun: ...
     async def get_run(self, run_id: str, *, wait_s: float = 0) -> FaceRun: ...  # noqa: D102
-    async def read_events(self, session_id: str, *, after_seq: int = 0, limit: int = 200) -> FacePage: ...  # noqa: D102
+    async def read_events(  # noqa: D102
+        self, session_id: str, *, after_seq: int = 0, wait_s: float = 0, limit: int = 200
+    ) -> FacePage: ...
     async def cancel_run(self, run_id: str) -> FaceRun: ...  # noqa: D102
     async def resume_run(self, run_id: str, *, wait_s: float = 0, headless: bool = False) -> FaceRun: ...  # noqa: D102
 
 
+FIND_RUN_WAIT_S = 2.0
+"""How long a child session with no run yet is watched for one (its run's first event is stored just after)."""
 WAIT_SLICE_S = 30.0
 """One ``get_run`` long-poll: the face bounds each call (60 s), so a long wait is a loop of them."""
 
@@ -240,14 +246,24 @@ class FaceChildren:
         return run.run_id
 
     async def find_run(self, session_id: str) -> str | None:
-        """The child's first run, from the head of its log (a child session gets one run from the controller)."""
-        page = await self.client.read_events(session_id, limit=50)
-        for event in page.events:
-            if getattr(event, "type", None) in ("run_queued", "run_started"):
-                run_id = getattr(event, "run_id", None)
-                if isinstance(run_id, str) and run_id:
-                    return run_id
-        return None
+        """The child's first run, from the head of its log (a child session gets one run from the controller).
+
+        ``send_message`` answers before the run's first event is stored, so a session with no run yet is watched
+        for :data:`FIND_RUN_WAIT_S` before the answer is "never started".
+        """
+        deadline = anyio.current_time() + FIND_RUN_WAIT_S
+        after = 0
+        while True:
+            left = max(0.0, deadline - anyio.current_time())
+            page = await self.client.read_events(session_id, after_seq=after, limit=50, wait_s=min(left, 1.0))
+            for event in page.events:
+                if getattr(event, "type", None) in ("run_queued", "run_started"):
+                    run_id = getattr(event, "run_id", None)
+                    if isinstance(run_id, str) and run_id:
+                        return run_id
+            after = page.next_after_seq
+            if left <= 0:
+                return None
 
     async def wait(self, child: ChildHandle, timeout_s: float) -> ChildOutcome | None:
         """Poll ``get_run`` in bounded slices until the run ends or ``timeout_s`` passes.

@@ -18,42 +18,28 @@ ends it, cancelling its children and recording every unfinished task ``cancelled
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 
 import anyio
 
 from orchestrator.agents.children import ChildError, ChildHandle, ChildOutcome, Children, ChildSpec
 from orchestrator.agents.graph import GraphError, GraphState, TaskProgress, fold, validate_tasks
 from orchestrator.agents.limits import Limits, OrchestrationError
+from orchestrator.agents.recorder import Recorder, cut, run_failure
 from orchestrator.agents.report import Report, report, summary
 from orchestrator.agents.roles import executor_brief, parse_plan, parse_verdict, planner_brief, reviewer_brief
 from orchestrator.events import (
-    CHILD_TEXT_CHARS,
     Event,
-    OrchestrationFinished,
     OrchestrationStarted,
-    OrchestrationStatus,
     PlannedTask,
     TaskGraphPlanned,
     TaskGraphPlanning,
-    TaskState,
-    TaskStateChanged,
 )
 
 __all__ = ["Limits", "OrchestrationError", "Orchestrator"]
 
 
-def _cut(text: str) -> str:
-    return text if len(text) <= CHILD_TEXT_CHARS else text[: CHILD_TEXT_CHARS - 1] + "…"
-
-
-def _run_failure(role: str, outcome: ChildOutcome | None, timeout_s: float) -> str:
-    if outcome is None:
-        return f"the {role}'s run timed out after {timeout_s:g} s"
-    return f"the {role}'s run {outcome.status}" + (f": {outcome.reason}" if outcome.reason else "")
-
-
-class Orchestrator:
+class Orchestrator(Recorder):
     """Runs orchestrations in one session through a :class:`~orchestrator.agents.children.Children`.
 
     Args:
@@ -62,13 +48,9 @@ class Orchestrator:
     """
 
     def __init__(self, children: Children, session_id: str) -> None:
-        self.children = children
-        self.session_id = session_id
-        self._lock = anyio.Lock()
+        super().__init__(children, session_id)
         self._cancelled: dict[str, str] = {}
         self._scopes: dict[str, anyio.CancelScope] = {}
-
-    # -- the API ---------------------------------------------------------------------------------------
 
     async def run(
         self,
@@ -174,40 +156,6 @@ class Orchestrator:
 
     # -- driving ---------------------------------------------------------------------------------------
 
-    def _ids(self, state: GraphState) -> dict[str, str]:
-        return {"session_id": self.session_id, "orchestration_id": state.orchestration_id}
-
-    async def _record(self, state: GraphState, event: Event) -> None:
-        """Store the event, then fold it: the state acted on is what a restart would rebuild."""
-        async with self._lock:
-            await self.children.append([event])
-            state.apply(event)
-
-    async def _task_event(
-        self,
-        state: GraphState,
-        tid: str,
-        new: TaskState,
-        *,
-        attempt: int,
-        reason: str = "",
-        findings: Sequence[str] = (),
-        child: ChildHandle | None = None,
-        result: str = "",
-    ) -> None:
-        event = TaskStateChanged(
-            **self._ids(state),
-            task_id=tid,
-            state=new,
-            attempt=attempt,
-            reason=reason,
-            findings=list(findings),
-            child_session_id=child.session_id if child else "",
-            child_run_id=child.run_id if child else "",
-            result=result,
-        )
-        await self._record(state, event)
-
     async def _drive(self, state: GraphState, limits: Limits) -> Report:
         oid = state.orchestration_id
         scope = self._scopes[oid] = anyio.CancelScope()
@@ -263,7 +211,7 @@ class Orchestrator:
                 return f"planning failed: the planner could not be started: {exc}"
             outcome = await self._wait(child, limits)
             if outcome is None or outcome.status != "completed":
-                return "planning failed: " + _run_failure("planner", outcome, limits.task_timeout_s)
+                return "planning failed: " + run_failure("planner", outcome, limits.task_timeout_s)
             try:
                 tasks = parse_plan(outcome.final_text, max_tasks=limits.max_tasks)
             except GraphError as exc:
@@ -274,35 +222,6 @@ class Orchestrator:
             )
             return ""
         return f"the planner's answer was not a usable task graph after {limits.plan_attempts} attempts: {problem}"
-
-    async def _launch(
-        self, spec: ChildSpec, known: ChildHandle | None, record: Callable[[ChildHandle], Awaitable[None]]
-    ) -> ChildHandle:
-        """Create and start a child, recording it after each step; ``known``: what a restart found recorded.
-
-        Shielded: a child created is a child recorded, or a restart would lose it. Only a process dying between a
-        step and its record escapes, and then the session is created again (the first never ran) or the run is
-        found again (:meth:`~orchestrator.agents.children.Children.find_run`), never started twice.
-        """
-        with anyio.CancelScope(shield=True):
-            session_id = known.session_id if known is not None else ""
-            run_id = known.run_id if known is not None else ""
-            if not session_id:
-                session_id = await self.children.create(spec)
-                await record(ChildHandle(session_id, ""))
-            if not run_id:
-                found = await self.children.find_run(session_id) if known is not None else None
-                run_id = found or await self.children.start(session_id, spec)
-                await record(ChildHandle(session_id, run_id))
-        return ChildHandle(session_id, run_id)
-
-    async def _wait(self, child: ChildHandle, limits: Limits) -> ChildOutcome | None:
-        """The child's outcome; one still going past its deadline (and the grace) is cancelled: None."""
-        outcome = await self.children.wait(child, limits.task_timeout_s + limits.wait_grace_s)
-        if outcome is None:
-            with anyio.CancelScope(shield=True):
-                await self.children.cancel(child)
-        return outcome
 
     async def _run_graph(self, state: GraphState, limits: Limits) -> None:
         slots = anyio.Semaphore(limits.max_parallel)
@@ -348,7 +267,7 @@ class Orchestrator:
                 done = await self._execute(state, task, limits)
                 if done is None:
                     continue  # re-queued, or failed
-                known, result = None, _cut(done.final_text)
+                known, result = None, cut(done.final_text)
             spec = ChildSpec(
                 agent="reviewer",
                 goal=reviewer_brief(task.spec, result=result),
@@ -392,20 +311,20 @@ class Orchestrator:
             return None
         outcome = await self._wait(executor, limits)
         if outcome is None or outcome.status != "completed":
-            await self._retry_or_fail(state, task, [_run_failure("executor", outcome, limits.task_timeout_s)], limits)
+            await self._retry_or_fail(state, task, [run_failure("executor", outcome, limits.task_timeout_s)], limits)
             return None
         return outcome
 
     async def _refused(self, state: GraphState, task: TaskProgress, role: str, error: ChildError) -> None:
         """A child that cannot be started fails its task at once: starting it again would be refused again."""
-        why = _cut(f"its {role} could not be started: {error}")
+        why = cut(f"its {role} could not be started: {error}")
         await self._task_event(state, task.spec.id, "failed", attempt=task.attempt, reason=why)
 
     async def _review(self, state: GraphState, task: TaskProgress, reviewer: ChildHandle, limits: Limits) -> None:
         outcome = await self._wait(reviewer, limits)
         if outcome is None or outcome.status != "completed":
             # Fail closed: a review that did not finish never passes a task, and it costs an attempt, so it is bounded.
-            await self._retry_or_fail(state, task, [_run_failure("reviewer", outcome, limits.task_timeout_s)], limits)
+            await self._retry_or_fail(state, task, [run_failure("reviewer", outcome, limits.task_timeout_s)], limits)
             return
         verdict = parse_verdict(outcome.final_text)
         if verdict.passed:
@@ -428,7 +347,7 @@ class Orchestrator:
             await self._task_event(state, tid, "ready", attempt=task.attempt, findings=findings, reason=why)
         else:
             why = f"not accepted after {task.attempt} attempt{'s' if task.attempt != 1 else ''}: " + "; ".join(findings)
-            await self._task_event(state, tid, "failed", attempt=task.attempt, findings=findings, reason=_cut(why))
+            await self._task_event(state, tid, "failed", attempt=task.attempt, findings=findings, reason=cut(why))
 
     async def _cancel_all(self, state: GraphState, reason: str) -> None:
         """After :meth:`cancel`: cancel the children still going, record the unfinished tasks, end the graph."""
@@ -444,7 +363,3 @@ class Orchestrator:
             if not task.final:
                 await self._task_event(state, tid, "cancelled", attempt=task.attempt, reason=reason)
         await self._finish(state, "cancelled", reason)
-
-    async def _finish(self, state: GraphState, status: OrchestrationStatus, reason: str) -> None:
-        event = OrchestrationFinished(**self._ids(state), status=status, reason=reason, counts=state.counts())
-        await self._record(state, event)

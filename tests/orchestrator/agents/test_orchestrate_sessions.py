@@ -14,7 +14,7 @@ import pytest
 from mcp import Client
 
 from clients.loom import FaceError, LoomClient
-from orchestrator.agents.children import FaceChildren
+from orchestrator.agents.children import ChildError, ChildHandle, ChildSpec, FaceChildren
 from orchestrator.agents.graph import fold
 from orchestrator.agents.orchestrate import Limits, Orchestrator
 from orchestrator.agents.report import unfinished
@@ -158,3 +158,21 @@ async def test_after_loom_restarts_the_interrupted_children_are_resumed_not_star
         kids = [s for s in await face.list_sessions() if s.parent_session_id == parent.session_id]
     assert result.status == "passed", result.text()
     assert Counter(s.agent for s in kids) == {"planner": 1, "executor": 3, "reviewer": 3}
+
+
+async def test_the_face_adapter_finds_a_started_run_again_and_reports_refusals_as_child_errors(tmp_path: Path) -> None:
+    async with loom(tmp_path) as (host, face, parent):
+        children = children_for(host, face, parent, tmp_path)
+        spec = ChildSpec(agent="executor", goal="Write out.txt.", timeout_s=30, label="o/a/1/executor")
+        session_id = await children.create(spec)
+        assert await children.find_run(session_id) is None  # created, never started: nothing ran
+        run_id = await children.start(session_id, spec)
+        assert await children.find_run(session_id) == run_id
+        with anyio.fail_after(30):
+            outcome = await children.wait(ChildHandle(session_id, run_id), 30)
+        assert outcome is not None and (outcome.status, outcome.final_text) == (
+            "completed",
+            "Wrote out.txt and checked it.",
+        )
+        with pytest.raises(ChildError, match="no agent definition named 'ghost'"):
+            await children.create(ChildSpec(agent="ghost", goal="x", timeout_s=5, label="o/b/1/ghost"))
