@@ -129,7 +129,7 @@ def build_face(host: SessionHost) -> MCPServer:
         return _session(record, host.session_state(record), host.pending(session_id=record.id))
 
     async def run_info(view: RunView) -> RunInfo:
-        pending = [p.approval_id for p in host.pending(run_id=view.run_id)]
+        pending = [p.approval_id for p in host.pending_under(view.run_id)]
         return RunInfo(
             run_id=view.run_id,
             session_id=view.session_id,

@@ -97,6 +97,7 @@ class SessionHost(RunDesk, IdleCloser, ChildHost):
 
     async def __aenter__(self) -> Self:
         self._tg = await self._exit.enter_async_context(anyio.create_task_group())
+        self.runtime.face = self.face_server  # sessions opened from now on can start children through it
         self.interrupted = await self.runtime.mark_interrupted()
         self._tg.start_soon(self._close_idle_forever)
         return self
@@ -426,10 +427,12 @@ class SessionHost(RunDesk, IdleCloser, ChildHost):
     async def resume_interrupted(self) -> list[str]:
         """Resume the runs marked interrupted when this host opened (``autoResume``); returns those started.
 
-        A run that cannot be resumed (its session's directory is gone, say) is logged and left as it is.
+        A run that cannot be resumed (its session's directory is gone, say) is logged and left as it is. Parents'
+        runs go first, so that a child's resumed run works for its parent's resumed run again (its events shown on
+        the parent's stream, ended with it).
         """
         started: list[str] = []
-        for run_id in self.interrupted:
+        for run_id in await self.parents_first(self.interrupted):
             try:
                 await self.resume_run(run_id)
             except HostError as exc:

@@ -20,6 +20,8 @@ from orchestrator.runtime.host_runs import LiveRuns, RunHandle
 from orchestrator.runtime.runtime import ChildOpening, Runtime, Session
 
 if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
+
     from orchestrator.models.base import Model
 
 __all__ = ["RELAY_FINISH_S", "ChildHost"]
@@ -52,6 +54,16 @@ class ChildHost:
         child: ChildOpening | None = None,
     ) -> Session:  # pragma: no cover - the host's
         raise NotImplementedError
+
+    _face: MCPServer | None = None
+
+    def face_server(self) -> MCPServer:
+        """Loom's face over this host, built on first use: what sessions' ``subagents`` tools drive children by."""
+        if self._face is None:
+            from orchestrator.face.server import build_face
+
+            self._face = build_face(self)  # type: ignore[arg-type]  # this is a SessionHost's base
+        return self._face
 
     async def create_child(
         self,
@@ -117,6 +129,25 @@ class ChildHost:
         await anyio.sleep(handle.timeout_s)
         session.endings[handle.run_id] = ("failed", timed_out(handle.timeout_s))
         handle.scope.cancel()
+
+    async def parents_first(self, run_ids: list[str]) -> list[str]:
+        """``run_ids`` ordered by their sessions' depth in the tree (top-level sessions' runs first), else as given."""
+        store = self.runtime.log.store
+        depth: dict[str, int] = {}
+
+        async def level(session_id: str) -> int:
+            if session_id not in depth:
+                depth[session_id] = 1  # until known: a store that names a session its own ancestor ends here
+                record = await store.get_session(session_id)
+                parent = record.parent_session_id if record is not None else ""
+                depth[session_id] = 1 + (await level(parent) if parent else 0)
+            return depth[session_id]
+
+        keyed: list[tuple[int, int, str]] = []
+        for index, run_id in enumerate(run_ids):
+            run = await store.get_run(run_id)
+            keyed.append((await level(run.session_id) if run is not None else 1, index, run_id))
+        return [run_id for _, _, run_id in sorted(keyed)]
 
     def rebase_children(self, parent: Session) -> None:
         """Give ``parent``'s open descendants bounds under its new ones (after its mode changed), top down.

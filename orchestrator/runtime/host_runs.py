@@ -99,7 +99,7 @@ class RunDesk:
         handle = self.runs.get(run_id)
         if handle is not None:
             status: str = handle.status
-            waiting = self.pending(run_id=run_id) if status == "running" else []
+            waiting = self.pending_under(run_id) if status == "running" else []
             if any(p.kind == "review" for p in waiting):
                 status = "needs_review"
             elif waiting:
@@ -146,6 +146,16 @@ class RunDesk:
             for p in s.approvals.pending.values()
             if p.decision is None and (run_id is None or p.run_id == run_id)
         ]
+        return found
+
+    def pending_under(self, run_id: str) -> list[PendingApproval]:
+        """Approvals a run waits for: its own, and those of the runs of children working for it (and theirs)."""
+        found = self.pending(run_id=run_id)
+        for session in self.sessions.values():
+            if session.lineage.is_child:
+                for child_run in self.live.of(session.id):
+                    if child_run.parent_run_id == run_id:
+                        found += self.pending_under(child_run.run_id)
         return found
 
     def pending_approval(self, approval_id: str) -> PendingApproval:

@@ -8,10 +8,10 @@ its ``loom`` tools, rooted at the session's directory, plus the configured exter
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -46,6 +46,9 @@ from orchestrator.store.eventlog import EventLog
 from orchestrator.store.interface import RunRecord
 from orchestrator.store.snapshots import FileSnapshots
 from orchestrator.trust import load_trusted_rules
+
+if TYPE_CHECKING:
+    from mcp.server.mcpserver import MCPServer
 
 __all__ = ["DEFAULT_MAX_STEPS", "ChildOpening", "RunResult", "Runtime", "Session", "new_id"]
 
@@ -106,6 +109,9 @@ class Runtime:
         self.shell = shell or ShellOptions()
         self.warnings = tuple(warnings)
         """What the config left out (an untrusted project's servers, say): a warning in every session opened."""
+        self.face: Callable[[], MCPServer] | None = None
+        """Loom's own face over the host running these sessions (set by the host): a session's ``subagents`` tools
+        start and drive children through it. None: sessions get no ``subagents`` server."""
 
     @contextlib.asynccontextmanager
     async def open_session(
@@ -131,7 +137,7 @@ class Runtime:
         when the child is created, so that a reopened child is bounded the same way).
         The tools are disconnected when the context exits; the session itself stays in the store.
         """
-        from servers import fs, shell
+        from servers import fs, shell, subagents
         from servers import memory as servers_memory
 
         if rules is None:
@@ -199,6 +205,10 @@ class Runtime:
                 "memory": servers_memory.prepare_server(scope.database, project=scope.project, session=session),
                 "loom": prepare_session_tools(self.log.store, session, home=self.home, project=project),
             }
+            if self.face is not None:
+                internal["subagents"] = subagents.prepare_server(
+                    subagents.in_process(self.face), session_id=session, cwd=cwd, home=self.home, project=project
+                )
             return project, scope, protected, internal
 
         project, memory, protected, internal = await anyio.to_thread.run_sync(place, session_id)

@@ -6,6 +6,7 @@ the same built at once, and `main` serves it over stdio against the daemon (``lo
 
 from __future__ import annotations
 
+from servers.subagents._local import in_process
 from servers.subagents._server import Connect, build_server, main, prepare_server
 from servers.subagents._summary import ChildState, ChildSummary, child_state, open_questions, summarize
 
@@ -15,6 +16,7 @@ __all__ = [
     "Connect",
     "build_server",
     "child_state",
+    "in_process",
     "main",
     "open_questions",
     "prepare_server",

@@ -150,7 +150,11 @@ async def test_a_childs_approval_is_on_its_parents_stream_and_answered_there(tmp
     (activity,) = [e for e in parent_events if e["type"] == "child_activity"]
     (finished,) = [e for e in parent_events if e["type"] == "child_finished"]
     assert decided["child_session_id"] == cid and activity["tool"] == "fs__write"
-    assert (finished["status"], finished["final_text"], finished["child_run_id"]) == ("completed", "wrote it", run["run_id"])
+    assert (finished["status"], finished["final_text"], finished["child_run_id"]) == (
+        "completed",
+        "wrote it",
+        run["run_id"],
+    )
 
 
 async def test_a_headless_parents_child_is_denied_what_would_ask_and_told_why(tmp_path: Path) -> None:
@@ -160,9 +164,9 @@ async def test_a_headless_parents_child_is_denied_what_would_ask_and_told_why(tm
         parent = await call(
             client, "create_session", cwd=str(tmp_path / "w"), model="scripted:demo", mode="ask", headless=True
         )
-        cid = (
-            await call(client, "create_session", cwd="", parent_session_id=parent["session_id"], model=child_model)
-        )["session_id"]
+        cid = (await call(client, "create_session", cwd="", parent_session_id=parent["session_id"], model=child_model))[
+            "session_id"
+        ]
         run = await call(client, "send_message", session_id=cid, text="write", wait_s=20)
         events = await events_of(client, cid)
     assert run["status"] == "completed" and not (tmp_path / "w" / "a.txt").exists()
@@ -211,9 +215,7 @@ async def test_a_reopened_child_is_bounded_as_it_was_and_cannot_be_made_freer(tm
             "session_id"
         ]
         cid = (
-            await call(
-                client, "create_session", cwd="", parent_session_id=pid, model=child_model, allow=["fs__read"]
-            )
+            await call(client, "create_session", cwd="", parent_session_id=pid, model=child_model, allow=["fs__read"])
         )["session_id"]
     async with embedded_runtime(tmp_path / "home") as runtime, SessionHost(runtime) as host:
         async with Client(build_face(host)) as client:
@@ -225,3 +227,47 @@ async def test_a_reopened_child_is_bounded_as_it_was_and_cannot_be_made_freer(tm
     assert run["status"] == "completed" and not (tmp_path / "w" / "a.txt").exists()
     (result,) = [e for e in events if e["type"] == "tool_call_finished"]
     assert result["failure"] == "unknown_tool"  # not in its allow-list: not even offered to its model
+
+
+async def test_a_sessions_own_subagents_tools_start_a_child_whose_approval_stops_the_parents_wait(
+    tmp_path: Path,
+) -> None:
+    """Through the session's in-process subagents server: spawn, the child's approval, wait, the answer."""
+    (tmp_path / "w").mkdir()
+    child_model = scripted(tmp_path, "child", [{"tool_calls": [WRITE]}, {"text": "wrote a.txt"}])
+    spawn = {"name": "subagents__spawn", "arguments": {"goal": "write a.txt", "model": child_model}}
+    wait = {"id": "w", "name": "subagents__wait", "arguments": {"mode": "all", "timeout_s": 60}}
+    parent_model = scripted(
+        tmp_path, "parent", [{"tool_calls": [spawn]}, {"tool_calls": [wait]}, {"text": "{{result:w}}"}]
+    )
+    async with face_client(tmp_path, "auto") as client:
+        pid = (await call(client, "create_session", cwd=str(tmp_path / "w"), model=parent_model, mode="ask"))[
+            "session_id"
+        ]
+        run = await call(client, "send_message", session_id=pid, text="delegate", wait_s=30)
+        (approval_id,) = run["pending_approvals"]
+        await call(client, "decide_approval", approval_id=approval_id, decision="approve_once")
+        done = await call(client, "get_run", run_id=run["run_id"], wait_s=30)
+        (child,) = [s for s in (await call(client, "list_sessions"))["sessions"] if s["parent_session_id"]]
+    assert run["status"] == "awaiting_approval"  # the child's approval is the parent's to answer
+    assert done["status"] == "completed" and (tmp_path / "w" / "a.txt").read_text() == "A"
+    assert '"final_text": "wrote a.txt"' in done["final_text"] and '"a.txt"' in done["final_text"]
+    assert (child["parent_session_id"], child["parent_run_id"]) == (pid, run["run_id"])
+
+
+async def test_interrupted_runs_resume_parents_first(tmp_path: Path) -> None:
+    (tmp_path / "w").mkdir()
+    async with embedded_runtime(tmp_path / "home") as runtime, SessionHost(runtime) as host:
+        async with Client(build_face(host)) as client:
+            top = await call(client, "create_session", cwd=str(tmp_path / "w"), model="scripted:demo")
+            child = await call(client, "create_session", cwd="", parent_session_id=top["session_id"])
+            grandchild = await call(client, "create_session", cwd="", parent_session_id=child["session_id"])
+        runs = {}
+        for info in (grandchild, top, child):
+            handle = await host.start_run(info["session_id"], "hi", 5)
+            await host.wait(handle.run_id, 30)
+            runs[info["session_id"]] = handle.run_id
+        ordered = await host.parents_first(
+            [runs[grandchild["session_id"]], runs[child["session_id"]], runs[top["session_id"]]]
+        )
+    assert ordered == [runs[top["session_id"]], runs[child["session_id"]], runs[grandchild["session_id"]]]
