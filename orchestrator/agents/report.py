@@ -3,19 +3,20 @@
 :func:`report` turns a :class:`~orchestrator.agents.graph.GraphState` (the fold of the events) into a
 :class:`Report`, a pydantic model a face tool can return as its structured result, while the orchestration runs
 (``status`` ``planning`` or ``running``) and once it ended; :meth:`Report.text` is the same for a person or a
-model. :func:`unfinished` finds the orchestrations of a session that a restart should resume.
+model, and :func:`snapshot` reads it from a session's events. :func:`unfinished` finds the orchestrations of a
+session that a restart should resume.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from pydantic import BaseModel, Field
 
-from orchestrator.agents.graph import GraphState
+from orchestrator.agents.graph import GraphState, fold, orchestrations
 from orchestrator.events import Event, OrchestrationFinished, OrchestrationStarted, TaskState
 
-__all__ = ["Report", "TaskReport", "report", "summary", "unfinished"]
+__all__ = ["Report", "TaskReport", "report", "snapshot", "summary", "unfinished"]
 
 
 class TaskReport(BaseModel):
@@ -90,6 +91,19 @@ def report(state: GraphState) -> Report:
             for tid, task in state.tasks.items()
         ],
     )
+
+
+def snapshot(events: Sequence[Event], orchestration_id: str | None = None) -> Report | None:
+    """The report of an orchestration from a session's events (the newest one by default), or None if none."""
+    if orchestration_id is None:
+        started = orchestrations(events)
+        if not started:
+            return None
+        orchestration_id = started[-1]
+    try:
+        return report(fold(events, orchestration_id))
+    except KeyError:
+        return None
 
 
 def summary(state: GraphState) -> str:

@@ -10,7 +10,7 @@ import pytest
 from orchestrator.agents.children import ChildSpec
 from orchestrator.agents.graph import fold, orchestrations
 from orchestrator.agents.orchestrate import Limits, OrchestrationError, Orchestrator
-from orchestrator.agents.report import Report, report, unfinished
+from orchestrator.agents.report import Report, report, snapshot, unfinished
 from orchestrator.events import PlannedTask, TaskStateChanged
 from tests.orchestrator.agents.scripted_children import Answer, ScriptedChildren, role_of
 
@@ -260,3 +260,9 @@ async def test_begin_records_the_orchestration_before_it_is_driven() -> None:
         assert report(state).status == "running" and report(state).tasks[0].state == "pending"
         result = await orchestrator.drive(state)
     assert result.status == "passed" and result.orchestration_id == "orch_x"
+
+
+async def test_a_snapshot_of_the_newest_orchestration_is_read_from_the_events() -> None:
+    result, children = await orchestrate(everyone_passes, [task("a")])
+    assert snapshot(children.events) == result == snapshot(children.events, result.orchestration_id)
+    assert snapshot(children.events, "nope") is None and snapshot([]) is None

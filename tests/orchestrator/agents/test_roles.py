@@ -129,3 +129,9 @@ def test_the_builtin_roles_load_and_a_users_definition_replaces_one(tmp_path: Pa
     assert set(catalog.agents) == {"planner", "executor", "reviewer"}
     assert catalog.agents["reviewer"].prompt == "Be strict."
     assert catalog.agents["reviewer"].overrides == builtin["reviewer"].path
+
+
+def test_a_flood_of_tasks_is_refused_before_any_is_read() -> None:
+    flood = json.dumps({"tasks": [{"id": f"t{i}", "brief": "x", "criteria": ["x"]} for i in range(5000)]})
+    with pytest.raises(GraphError, match="the graph has 5000 tasks; at most 50"):
+        parse_plan(flood)
