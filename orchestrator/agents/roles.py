@@ -46,6 +46,8 @@ ROLES = ("planner", "executor", "reviewer")
 MAX_ANSWER_CHARS = 400_000
 """A planner's or reviewer's answer longer than this is not read: no graph needs it, and parsing is not free."""
 MAX_FINDINGS = 30
+MAX_INPUTS_CHARS = 12_000
+"""What an executor's brief carries of its dependencies' reports, all together."""
 MAX_FINDING_CHARS = 1_000
 
 PLAN_FORMAT = """\
@@ -235,8 +237,8 @@ def planner_brief(goal: str, *, max_tasks: int, problem: str = "") -> str:
     )
 
 
-def _cut(text: str) -> str:
-    return text if len(text) <= CHILD_TEXT_CHARS else text[: CHILD_TEXT_CHARS - 1] + "…"
+def _cut(text: str, limit: int = CHILD_TEXT_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def executor_brief(task: PlannedTask, *, goal: str, inputs: dict[str, str], findings: list[str], attempt: int) -> str:
@@ -247,9 +249,12 @@ def executor_brief(task: PlannedTask, *, goal: str, inputs: dict[str, str], find
     ]
     parts.append("Acceptance criteria (a reviewer will check each):\n" + "\n".join(f"- {c}" for c in task.criteria))
     if inputs:
+        # Each dependency's report gets an equal share of a bounded budget: a task after 50 others must still
+        # leave the executor room to work.
+        share = max(200, min(CHILD_TEXT_CHARS, MAX_INPUTS_CHARS // len(inputs)))
         parts.append(
             "What the tasks this one depends on reported:\n"
-            + "\n\n".join(f"[{dep}]\n{_cut(text)}" for dep, text in inputs.items())
+            + "\n\n".join(f"[{dep}]\n{_cut(text, share)}" for dep, text in inputs.items())
         )
     if findings:
         parts.append(
