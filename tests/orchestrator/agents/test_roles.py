@@ -140,5 +140,5 @@ def test_a_flood_of_tasks_is_refused_before_any_is_read() -> None:
 def test_an_executor_brief_after_many_dependencies_stays_bounded() -> None:
     deps = [f"t{i}" for i in range(50)]
     task = PlannedTask(id="last", title="Last", brief="Finish.", depends_on=deps, criteria=["done"])
-    brief = executor_brief(task, goal="g", inputs={d: "x" * 5000 for d in deps}, findings=[], attempt=1)
+    brief = executor_brief(task, goal="g", inputs=dict.fromkeys(deps, "x" * 5000), findings=[], attempt=1)
     assert len(brief) < 25_000 and all(f"[{d}]" in brief for d in deps)
