@@ -8,6 +8,8 @@ session that is not its own child.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from mcp.server.mcpserver.exceptions import ToolError
@@ -16,10 +18,12 @@ from clients.loom import FaceError, LoomClient
 from orchestrator.events import Event, RunQueued, RunStarted
 from servers.subagents._summary import FINISHED
 
-__all__ = ["Child", "Children", "read_run_events"]
+__all__ = ["MAX_GOING", "Child", "Children", "read_run_events"]
 
 PAGE = 1000
 """Events per read_events call (the face's most)."""
+MAX_GOING = 32
+"""Children of one server that may be going at once (as many as one spawn_many starts)."""
 MAX_PAGES = 50
 """A child's run is read in at most this many pages; a longer one is summarised from what was read."""
 
@@ -51,14 +55,38 @@ async def read_run_events(loom: LoomClient, session_id: str, after_seq: int) -> 
 class Children:
     """The children of one parent session (or, with none, the sessions this server started)."""
 
-    def __init__(self, parent: str | None) -> None:
+    def __init__(self, parent: str | None, *, max_going: int = MAX_GOING) -> None:
         self._parent = parent
+        self._max_going = max_going
         self._known: dict[str, Child] = {}
         self._listed = False
+        self._starting = 0
 
     def track(self, child_id: str, child: Child) -> None:
         """Record a run this server started (the child's newest)."""
         self._known[child_id] = child
+
+    @contextlib.asynccontextmanager
+    async def room(self, loom: LoomClient) -> AsyncIterator[None]:
+        """A place for one more child going at once, held while it is started.
+
+        Raises:
+            ToolError: ``max_going`` children are still going (a model spawning in a loop is stopped here).
+        """
+        going = [c for c in self._known.values() if c.status not in FINISHED]
+        if len(going) + self._starting >= self._max_going:
+            for child in going:  # statuses are as last seen: look again before refusing
+                child.status = (await loom.get_run(child.run_id)).status
+            going = [c for c in going if c.status not in FINISHED]
+        if len(going) + self._starting >= self._max_going:
+            raise ToolError(
+                f"{self._max_going} of your children are still going; wait for them or cancel some before starting more"
+            )
+        self._starting += 1
+        try:
+            yield
+        finally:
+            self._starting -= 1
 
     async def own(self, loom: LoomClient, child_id: str) -> Child:
         """The child ``child_id`` and its latest run.

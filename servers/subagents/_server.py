@@ -28,7 +28,7 @@ from orchestrator.agents import find_agents, render_agents
 from orchestrator.protocol import MAX_WAIT_S, RunInfo
 from servers._tools import Binding, DeferredServer
 from servers._version import loom_version
-from servers.subagents._children import Child, Children, read_run_events
+from servers.subagents._children import MAX_GOING, Child, Children, read_run_events
 from servers.subagents._held import HeldClient
 from servers.subagents._models import (
     MAX_SPAWN_MANY,
@@ -81,13 +81,14 @@ class SubagentTools:
         session_id: the parent session (None standalone without ``--parent``: the children are top-level
             sessions in ``cwd``, and only those this server started are its own).
         cwd: where top-level children work when there is no parent.
+        max_going: how many of its children may be going at once.
     """
 
-    def __init__(self, connect: Connect, *, session_id: str | None, cwd: Path) -> None:
+    def __init__(self, connect: Connect, *, session_id: str | None, cwd: Path, max_going: int = MAX_GOING) -> None:
         self.held = HeldClient(connect)
         self.session_id = session_id
         self._cwd = cwd
-        self.children = Children(session_id)
+        self.children = Children(session_id, max_going=max_going)
 
     @contextlib.asynccontextmanager
     async def _face(self) -> AsyncIterator[LoomClient]:
@@ -116,21 +117,22 @@ class SubagentTools:
     async def _start(self, loom: LoomClient, spec: ChildSpec) -> Spawned:
         if self.session_id is None and (spec.agent is not None or spec.allow is not None):
             raise ToolError("agent and allow narrow a child of a session: start this server with --parent SESSION")
-        # A child works in its parent's directory ("") unless there is no parent: then in this server's.
-        child = await loom.create_session(
-            "" if self.session_id else str(self._cwd),
-            model=spec.model,
-            parent_session_id=self.session_id,
-            agent=spec.agent,
-            allow=spec.allow,
-        )
-        try:
-            run = await loom.send_message(
-                child.session_id, spec.goal, max_steps=spec.max_steps, timeout_s=spec.timeout_s
+        async with self.children.room(loom):
+            # A child works in its parent's directory ("") unless there is no parent: then in this server's.
+            child = await loom.create_session(
+                "" if self.session_id else str(self._cwd),
+                model=spec.model,
+                parent_session_id=self.session_id,
+                agent=spec.agent,
+                allow=spec.allow,
             )
-        except FaceError as exc:  # the session exists (the store keeps it); say so rather than hide it
-            raise ToolError(f"child {child.session_id} was created but its run did not start: {exc}") from exc
-        self.children.track(child.session_id, Child(run.run_id, child.agent or spec.agent or "", 0, run.status))
+            try:
+                run = await loom.send_message(
+                    child.session_id, spec.goal, max_steps=spec.max_steps, timeout_s=spec.timeout_s
+                )
+            except FaceError as exc:  # the session exists (the store keeps it); say so rather than hide it
+                raise ToolError(f"child {child.session_id} was created but its run did not start: {exc}") from exc
+            self.children.track(child.session_id, Child(run.run_id, child.agent or spec.agent or "", 0, run.status))
         return Spawned(child_id=child.session_id, run_id=run.run_id, agent=child.agent, status=run.status)
 
     async def spawn(
@@ -317,7 +319,13 @@ def _descriptions(home: Path, project: Path | None) -> tuple[str, str]:
 
 
 def prepare_server(
-    connect: Connect, *, session_id: str | None, cwd: Path, home: Path, project: Path | None
+    connect: Connect,
+    *,
+    session_id: str | None,
+    cwd: Path,
+    home: Path,
+    project: Path | None,
+    max_going: int = MAX_GOING,
 ) -> DeferredServer:
     """The ``subagents`` server of one session, its ``MCPServer`` built on first use.
 
@@ -327,8 +335,9 @@ def prepare_server(
         cwd: the working directory of top-level children.
         home: Loom's home, whose ``agents/`` definitions spawn's description lists.
         project: the project whose ``.loom/agents/`` are listed too.
+        max_going: how many children may be going at once; spawn refuses more.
     """
-    tools = SubagentTools(connect, session_id=session_id, cwd=cwd)
+    tools = SubagentTools(connect, session_id=session_id, cwd=cwd, max_going=max_going)
     spawn, spawn_many = _descriptions(home, project)
 
     def make(bound: list[Tool]) -> MCPServer:
@@ -352,9 +361,18 @@ def prepare_server(
     return DeferredServer("subagents", bindings, make)
 
 
-def build_server(connect: Connect, *, session_id: str | None, cwd: Path, home: Path, project: Path | None) -> MCPServer:
+def build_server(
+    connect: Connect,
+    *,
+    session_id: str | None,
+    cwd: Path,
+    home: Path,
+    project: Path | None,
+    max_going: int = MAX_GOING,
+) -> MCPServer:
     """The ``subagents`` server, built now (`prepare_server` defers it)."""
-    return prepare_server(connect, session_id=session_id, cwd=cwd, home=home, project=project).build()
+    deferred = prepare_server(connect, session_id=session_id, cwd=cwd, home=home, project=project, max_going=max_going)
+    return deferred.build()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -262,3 +262,30 @@ async def test_a_child_waiting_for_an_approval_is_reported_so_and_answerable(tmp
     (result,) = done["finished"]
     assert result["status"] == "completed" and result["summary"]["files_changed"] == ["out.txt"]
     assert (project / "out.txt").read_text() == "x"
+
+
+async def test_a_model_spawning_in_a_loop_is_stopped_at_the_bound_of_children_going(tmp_path: Path) -> None:
+    project, home = make_project(tmp_path / "p"), tmp_path / "home"
+    write_script(project / "hang.json", [{"text": "still thinking", "delay_s": 30}])
+    write_script(project / "quick.json", [{"text": "done"}])
+    async with open_client(home, cwd=project) as loom:
+
+        @contextlib.asynccontextmanager
+        async def connect() -> AsyncIterator[LoomClient]:
+            yield loom
+
+        server = build_server(connect, session_id=None, cwd=project, home=home, project=project, max_going=2)
+        async with Client(server) as client:
+            hang = {"goal": "hang", "model": "scripted:hang.json"}
+            many = data(await client.call_tool("spawn_many", {"children": [hang, hang, hang]}))
+            refused = await client.call_tool("spawn", {"goal": "one more", "model": "scripted:quick.json"})
+            first = many["children"][0]["child_id"]
+            data(await client.call_tool("cancel", {"child_id": first}))
+            again = data(await client.call_tool("spawn", {"goal": "now there is room", "model": "scripted:quick.json"}))
+            for entry in many["children"][1:2]:
+                await client.call_tool("cancel", {"child_id": entry["child_id"]})
+
+    assert [e["started"] for e in many["children"]] == [True, True, False]
+    assert "2 of your children are still going" in many["children"][2]["error"]
+    assert "wait for them or cancel some" in error(refused)
+    assert again["status"] in ("queued", "running", "completed")
