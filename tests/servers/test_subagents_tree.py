@@ -17,6 +17,7 @@ from mcp import Client
 from mcp.types import CallToolResult
 
 from clients.loom import LoomClient, open_client
+from orchestrator.events import ChildFinished, ChildStarted, ToolCallFinished
 from servers.subagents import build_server
 from tests.clients.cli_support import make_project, write_script
 
@@ -144,3 +145,51 @@ async def test_a_child_wider_than_its_parent_is_refused_with_the_faces_reason(tm
     assert [e["started"] for e in many["children"]] == [False, True]
     assert "no-such-agent" in many["children"][0]["error"]
     assert len(children) == 1  # nothing was started as something else
+
+
+async def test_a_parents_model_spawns_three_children_and_is_told_all_three_outcomes(tmp_path: Path) -> None:
+    # The demonstration, end to end: the parent's own (scripted) model calls subagents__spawn_many and
+    # subagents__wait through its hub; the tools reach the face in-process; the children run as sessions.
+    project, home = make_project(tmp_path / "p"), tmp_path / "home"
+    for name, turns in CHILDREN.items():
+        write_script(project / name, turns)
+    children = [
+        {"goal": "summarise the README", "model": "scripted:ok.json"},
+        {"goal": "this one fails", "model": "scripted:fail.json"},
+        {"goal": "this one hangs", "model": "scripted:hang.json", "timeout_s": 1.5},
+    ]
+    parent_turns: list[dict[str, Any]] = [
+        {
+            "text": "Fanning out.",
+            "tool_calls": [{"name": "subagents__spawn_many", "arguments": {"children": children}}],
+        },
+        {
+            "text": "Waiting.",
+            "tool_calls": [{"id": "w", "name": "subagents__wait", "arguments": {"mode": "all", "timeout_s": 60}}],
+        },
+        {"text": "All three reported."},
+    ]
+    write_script(project / "parent.json", parent_turns)
+    async with open_client(home, cwd=project) as loom:
+        parent = await loom.create_session(str(project), model="scripted:parent.json", mode="ask")
+        run = await loom.send_message(parent.session_id, "split the work", wait_s=30)
+        for _ in range(3):
+            if run.status not in ("queued", "running"):
+                break
+            run = await loom.get_run(run.run_id, wait_s=30)
+        events = (await loom.read_events(parent.session_id, limit=1000)).events
+        sessions = await loom.list_sessions()
+
+    assert run.status == "completed", run
+    waited = next(e for e in events if isinstance(e, ToolCallFinished) and e.tool == "subagents__wait")
+    assert not waited.is_error and waited.structured is not None
+    outcomes = sorted(c["status"] for c in waited.structured["finished"])
+    assert outcomes == ["completed", "failed", "timed_out"]  # what the parent's model was told
+    ok = next(c for c in waited.structured["finished"] if c["status"] == "completed")
+    assert ok["final_text"] == OK_ANSWER
+    # Visible on the parent's stream while it ran, each child a session linked to the parent and its run.
+    started = [e for e in events if isinstance(e, ChildStarted)]
+    ended = sorted(e.status for e in events if isinstance(e, ChildFinished))
+    assert len(started) == 3 and ended == ["completed", "failed", "failed"]  # a timed-out run ends failed
+    kids = [s for s in sessions if s.parent_session_id == parent.session_id]
+    assert len(kids) == 3 and {s.parent_run_id for s in kids} == {run.run_id}
