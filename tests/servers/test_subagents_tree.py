@@ -12,12 +12,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 from mcp.types import CallToolResult
 
 from clients.loom import LoomClient, open_client
-from orchestrator.events import ChildFinished, ChildStarted, ToolCallFinished
+from orchestrator.events import ChildFinished, ChildStarted, ToolCallFinished, ToolCallStarted
 from servers.subagents import build_server
 from tests.clients.cli_support import make_project, write_script
 
@@ -193,3 +194,44 @@ async def test_a_parents_model_spawns_three_children_and_is_told_all_three_outco
     assert len(started) == 3 and ended == ["completed", "failed", "failed"]  # a timed-out run ends failed
     kids = [s for s in sessions if s.parent_session_id == parent.session_id]
     assert len(kids) == 3 and {s.parent_run_id for s in kids} == {run.run_id}
+
+
+async def test_cancelling_the_parent_mid_wait_leaves_its_subagents_tools_working(tmp_path: Path) -> None:
+    # The wait is cut off in the middle of its calls on the server's shared connection; the next run's calls
+    # must still get answers, and the child must have ended with its parent's run.
+    project, home = make_project(tmp_path / "p"), tmp_path / "home"
+    write_script(project / "hang.json", [{"text": "thinking", "delay_s": 60}])
+    parent_turns: list[dict[str, Any]] = [
+        {
+            "text": "Starting one.",
+            "tool_calls": [{"name": "subagents__spawn", "arguments": {"goal": "hang", "model": "scripted:hang.json"}}],
+        },
+        {"text": "Waiting.", "tool_calls": [{"name": "subagents__wait", "arguments": {"timeout_s": 60}}]},
+        {"text": "Checking.", "tool_calls": [{"name": "subagents__wait", "arguments": {"timeout_s": 5}}]},
+        {"text": "Checked."},
+    ]
+    write_script(project / "parent.json", parent_turns)
+    async with open_client(home, cwd=project) as loom:
+        parent = await loom.create_session(str(project), model="scripted:parent.json", mode="ask")
+        first = await loom.send_message(parent.session_id, "start one")
+        for _ in range(100):  # until the wait is under way
+            events = (await loom.read_events(parent.session_id, limit=1000)).events
+            if any(isinstance(e, ToolCallStarted) and e.tool == "subagents__wait" for e in events):
+                break
+            await anyio.sleep(0.05)
+        await loom.cancel_run(first.run_id)
+        cancelled = await loom.get_run(first.run_id, wait_s=10)
+        (child,) = [s for s in await loom.list_sessions() if s.parent_session_id == parent.session_id]
+        second = await loom.send_message(parent.session_id, "how is it", wait_s=30)
+        events = (await loom.read_events(parent.session_id, limit=1000)).events
+
+    assert cancelled.status == "cancelled" and second.status == "completed", second
+    checks = [e for e in events if isinstance(e, ToolCallFinished) and e.run_id == second.run_id]
+    (check,) = checks
+    assert not check.is_error, check.content
+    assert check.structured is not None
+    # The child ended with its parent's run; the next wait tells the model so, and nothing is left going.
+    (told,) = check.structured["finished"]
+    assert (told["child_id"], told["status"]) == (child.session_id, "cancelled")
+    assert told["reason"] == "its parent's run ended" and check.structured["running"] == []
+    assert child.parent_run_id == first.run_id
