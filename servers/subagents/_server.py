@@ -73,6 +73,17 @@ Returns at once: per child, in order, whether it started (with its child_id) or 
 not stop the others. Then wait (mode "all") collects their results."""
 
 
+def _refusal(exc: BaseException) -> Exception | None:
+    """The face's (or this server's) refusal ``exc`` is or holds, when that is all it holds (a task group's)."""
+    if isinstance(exc, FaceError | ToolError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        found = [_refusal(inner) for inner in exc.exceptions]
+        if found and all(f is not None for f in found):
+            return found[0]
+    return None
+
+
 class SubagentTools:
     """The subagents tools of one parent session; they act on its children only.
 
@@ -102,11 +113,11 @@ class SubagentTools:
         async with self.held.client() as loom:
             try:
                 yield loom
-            except (FaceError, ToolError) as exc:
-                failure = exc
-            except Exception as exc:  # the connection failed under the call: the next one opens another
-                self.held.forget()
-                failure = ToolError(f"the connection to Loom failed ({type(exc).__name__}: {exc}); try again")
+            except Exception as exc:
+                failure = _refusal(exc)
+                if failure is None:  # the connection failed under the call: the next one opens another
+                    self.held.forget()
+                    failure = ToolError(f"the connection to Loom failed ({type(exc).__name__}: {exc}); try again")
         if failure is not None:
             raise ToolError(str(failure)) from failure
 

@@ -149,3 +149,15 @@ def test_a_finished_child_carries_its_answer_cut_to_a_bound_and_its_summary() ->
     assert state.summary is not None and state.summary.open_questions == ["Is this enough?"]  # from all of it
     shared = child_state(S, RUN, events, status="completed", final_text=answer, answer_chars=2000)
     assert len(shared.final_text) < 2100 and f"result({S}) gives up to" in shared.final_text
+
+
+def test_a_refusal_inside_a_task_group_is_still_told_as_the_refusal() -> None:
+    # A wait watches its children in a task group: a face refusal there comes out wrapped, and must reach the
+    # model as the face's words, not as a broken connection.
+    from clients.loom import FaceError
+    from servers.subagents._server import _refusal
+
+    refused = FaceError("no run 'r_x'", "get_run")
+    assert _refusal(ExceptionGroup("watch", [ExceptionGroup("inner", [refused])])) is refused
+    assert _refusal(ExceptionGroup("watch", [refused, OSError("reset")])) is None
+    assert _refusal(OSError("reset")) is None
