@@ -221,6 +221,30 @@ def rss_bytes(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time process ``pid`` has used so far (Linux ``/proc``, in clock ticks of 10 ms)."""
+    fields = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def child_pid(marker: str) -> int:
+    """The pid of this process's child whose command line contains ``marker`` (the newest, if several)."""
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue
+        if parent == os.getpid() and marker in command:
+            found.append(int(entry.name))
+    if not found:
+        raise RuntimeError(f"no child process running {marker!r}")
+    return max(found)
+
+
 async def timed(coro: Awaitable[object]) -> float:
     """Seconds the awaitable took."""
     started = time.perf_counter()

@@ -26,6 +26,8 @@ from mcp import Client
 
 from benchmarks._procs import (
     REPO_ROOT,
+    child_pid,
+    cpu_seconds,
     delegate,
     http_mcp,
     loom_env,
@@ -54,57 +56,95 @@ class _Samples:
     delegated: list[float] = field(default_factory=list[float])
     created: list[float] = field(default_factory=list[float])
     sent: list[float] = field(default_factory=list[float])
+    cpu_raw: float = 0.0
+    """CPU the floor's server used for the timed raw calls, in all (seconds); then its count of calls."""
+    raw_calls: int = 0
+    cpu_delegated: float = 0.0
+    """CPU Loom's process used for the delegated sessions, in all; then the sends, in all, and their count."""
+    cpu_sent: float = 0.0
+    sends: int = 0
 
 
-async def _rep(
-    loom: Client, raw: Client, stdio_raw: Client, cwd: Path, model: str, raw_calls: int, sends: int, into: _Samples
-) -> None:
+@dataclass(frozen=True)
+class _Pair:
+    """The two connections a repetition uses (and, over HTTP, the raw stdio one), with the servers' pids."""
+
+    loom: Client
+    raw: Client
+    stdio_raw: Client
+    loom_pid: int
+    raw_pid: int
+
+
+async def _rep(pair: _Pair, cwd: Path, model: str, raw_calls: int, sends: int, into: _Samples) -> None:
+    loom, raw, stdio_raw = pair.loom, pair.raw, pair.stdio_raw
+    raw_cpu = cpu_seconds(pair.raw_pid)
     raw_s = [await timed(ping(raw, i)) for i in range(raw_calls)]
+    raw_cpu = cpu_seconds(pair.raw_pid) - raw_cpu
     if stdio_raw is not raw:
         into.stdio_raw.append(median([await timed(ping(stdio_raw, i)) for i in range(raw_calls)]))
+    loom_cpu = cpu_seconds(pair.loom_pid)
     started = time.perf_counter()
     session_id = await delegate(loom, cwd, model)
     created = time.perf_counter()
     await send(loom, session_id)
     done = time.perf_counter()
+    delegated_cpu = cpu_seconds(pair.loom_pid)
     send_s = [await timed(send(loom, session_id)) for _ in range(sends)]
+    into.cpu_sent += cpu_seconds(pair.loom_pid) - delegated_cpu
+    into.cpu_delegated += delegated_cpu - loom_cpu
+    into.cpu_raw += raw_cpu
+    into.raw_calls += raw_calls
+    into.sends += sends
     into.raw.append(median(raw_s))
     into.delegated.append(done - started)
     into.created.append(created - started)
     into.sent.append(median(send_s))
 
 
-async def _measure(
-    clients: tuple[Client, Client, Client], cwd: Path, model: str, reps: int, raw_calls: int, sends: int
-) -> _Samples:
-    await _rep(*clients, cwd, model, raw_calls, sends, _Samples())  # warm-up: validators, page cache, first runs
+async def _measure(pair: _Pair, cwd: Path, model: str, reps: int, raw_calls: int, sends: int) -> _Samples:
+    await _rep(pair, cwd, model, raw_calls, sends, _Samples())  # warm-up: validators, page cache, first runs
     samples = _Samples()
     for _ in range(reps):
-        await _rep(*clients, cwd, model, raw_calls, sends, samples)
+        await _rep(pair, cwd, model, raw_calls, sends, samples)
     return samples
 
 
 @contextlib.asynccontextmanager
-async def _stdio_pair(base: Path) -> AsyncIterator[tuple[Client, Client, Client]]:
+async def _stdio_pair(base: Path) -> AsyncIterator[_Pair]:
     with (base / "loom-mcp.stderr").open("w", encoding="utf-8") as err:
-        async with (
-            stdio_mcp(loom_mcp_argv(), loom_env(base / "home"), base / "work", err) as loom,
-            stdio_mcp(ping_argv(), loom_env(base / "home"), REPO_ROOT, err) as raw,
-        ):
-            yield loom, raw, raw
+        async with stdio_mcp(loom_mcp_argv(), loom_env(base / "home"), base / "work", err) as loom:
+            loom_pid = child_pid("loom mcp")
+            async with stdio_mcp(ping_argv(), loom_env(base / "home"), REPO_ROOT, err) as raw:
+                yield _Pair(loom, raw, raw, loom_pid, child_pid("benchmarks.ping_server"))
 
 
 @contextlib.asynccontextmanager
-async def _http_pair(base: Path) -> AsyncIterator[tuple[Client, Client, Client]]:
+async def _http_pair(base: Path) -> AsyncIterator[_Pair]:
     with (base / "ping.stderr").open("w", encoding="utf-8") as err:
         async with (
             loom_serve(base / "home", base / "daemon") as daemon,
             ping_http(base) as ping_url,
             http_mcp(daemon.url, daemon.token) as loom,
             http_mcp(ping_url) as raw,
-            stdio_mcp(ping_argv(), loom_env(base / "home"), REPO_ROOT, err) as stdio_raw,
         ):
-            yield loom, raw, stdio_raw
+            raw_pid = child_pid("ping_server --http")
+            async with stdio_mcp(ping_argv(), loom_env(base / "home"), REPO_ROOT, err) as stdio_raw:
+                yield _Pair(loom, raw, stdio_raw, daemon.pid, raw_pid)
+
+
+def _cpu_note(face: str, samples: _Samples) -> str:
+    """Process CPU per operation (``/proc``): less moved by other jobs than wall time, whose CPU it leaves out."""
+    reps = max(1, len(samples.delegated))
+    per_raw = samples.cpu_raw / max(1, samples.raw_calls)
+    per_delegated, per_send = samples.cpu_delegated / reps, samples.cpu_sent / max(1, samples.sends)
+    ratios = f"{per_delegated / per_raw:.2f}× and {per_send / per_raw:.2f}×" if per_raw > 0 else "no raw CPU measured"
+    who = "loom mcp" if face == "stdio" else "loom serve"
+    return (
+        f"CPU (user + system, /proc, 10 ms ticks summed over the repetitions): {who} {fmt_time(per_delegated)} per "
+        f"delegated session, {fmt_time(per_send)} per send, against the ping server's {fmt_time(per_raw)} per call: "
+        f"{ratios}"
+    )
 
 
 def _figures(face: str, floor: str, samples: _Samples, sends: int) -> list[Figure]:
@@ -132,6 +172,7 @@ def _figures(face: str, floor: str, samples: _Samples, sends: int) -> list[Figur
             "server under uvicorn, stateful with SSE responses as the daemon serves"
         )
         delegated.data["stdio_raw_s"] = samples.stdio_raw
+    delegated.notes.append(_cpu_note(face, samples))
     ratio, spread = paired_ratio(samples.sent, samples.raw)
     sent = Figure(
         key=f"send_{face}",
@@ -154,8 +195,8 @@ async def _both(base: Path, reps: int, raw_calls: int, sends: int) -> list[Figur
         where = base / face
         (where / "work").mkdir(parents=True)
         model = write_script(where / "script.json", text_turns(sends + 2))
-        async with pair(where) as clients:
-            samples = await _measure(clients, where / "work", model, reps, raw_calls, sends)
+        async with pair(where) as connected:
+            samples = await _measure(connected, where / "work", model, reps, raw_calls, sends)
         figures.extend(_figures(face, floor, samples, sends))
     return figures
 
