@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
@@ -21,20 +21,14 @@ from servers._stdio import serve_stdio
 __all__ = ["run"]
 
 
-def _connector(home: Path) -> contextlib.AbstractAsyncContextManager[LoomClient]:
-    return open_client(home, require_daemon=True, client_name="loom-subagents")
-
-
 class _Daemon:
-    """Opens a client of the daemon for ``home`` (one per tool call: the daemon may restart in between)."""
+    """Opens a client of the daemon for ``home`` (the server holds one, and opens another after a failure)."""
 
     def __init__(self, home: Path) -> None:
         self.home = home
 
-    @contextlib.asynccontextmanager
-    async def __call__(self) -> AsyncIterator[LoomClient]:
-        async with _connector(self.home) as loom:
-            yield loom
+    def __call__(self) -> contextlib.AbstractAsyncContextManager[LoomClient]:
+        return open_client(self.home, require_daemon=True, client_name="loom-subagents")
 
 
 async def _check_parent(connect: _Daemon, parent: str) -> str | None:
