@@ -58,6 +58,8 @@ class SessionCreated(_EventBase):
     request: dict[str, Any] | None = None
     """What the child asked of its parent's bounds (its narrowing request, see
     :class:`orchestrator.policy.narrowing.ChildRequest`), kept so that a reopened child is bounded the same way."""
+    advisor: str = ""
+    """The session's own advisor mode (``off``, ``lightweight``, ``full``); empty: as configured."""
 
 
 class SessionArchived(_EventBase):

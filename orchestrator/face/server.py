@@ -23,6 +23,7 @@ from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from orchestrator.config import ADVISOR_MODES
 from orchestrator.events import Event
 from orchestrator.face.command_tools import add_command_tools
 from orchestrator.face.context_tools import add_context_tools
@@ -165,6 +166,7 @@ def build_face(host: SessionHost) -> MCPServer:
         parent_session_id: str | None = None,
         agent: str | None = None,
         allow: list[str] | None = None,
+        advisor: str | None = None,
     ) -> SessionInfo:
         """Create an agent session working in directory ``cwd``.
 
@@ -178,7 +180,11 @@ def build_face(host: SessionHost) -> MCPServer:
         inside the parent's; it is headless if the parent is; its approvals also show on the parent's stream.
         agent: the agent definition a child runs as ($LOOM_HOME/agents, .loom/agents: its prompt, tools,
         model, mode). allow: globs over the child's namespaced tool names (fs__read, shell__*) it may use.
+        advisor: 'off', 'lightweight' or 'full': a second model reviews the model's tool calls before policy
+        (lightweight: only risky ones); default as configured. A child runs with its parent's.
         """
+        if advisor is not None and advisor not in ADVISOR_MODES:
+            raise ToolError(f"unknown advisor mode {advisor!r}; use {', '.join(ADVISOR_MODES)}")
         if parent_session_id is None and (agent is not None or allow is not None):
             raise ToolError("agent and allow are for a child session: give parent_session_id too")
         if parent_session_id is not None:
@@ -195,7 +201,9 @@ def build_face(host: SessionHost) -> MCPServer:
         with _tool_errors():
             chosen, notice = top_level_model(model, host.runtime.model, Path(cwd))
             mode = mode or "ask"
-            session = await host.create_session(Path(cwd), chosen, mode, headless=headless, notice=notice)
+            session = await host.create_session(
+                Path(cwd), chosen, mode, headless=headless, notice=notice, advisor=advisor
+            )
             # A new id that only this process knows: what it appended is all there is, so the record need not
             # be read back. Nothing has measured its context yet, and no run of it can have started.
             last_seq = host.runtime.log.newest_held(session.id)

@@ -75,10 +75,11 @@ def timed_out(timeout_s: float) -> str:
 
 
 async def _definition(home: Path, cwd: Path, agent: str) -> AgentDefinition:
-    from orchestrator.agents import find_agents
+    from orchestrator.agents.roles import catalog_with_builtins
     from orchestrator.context.instructions import project_root
 
-    catalog = await anyio.to_thread.run_sync(lambda: find_agents(home, project_root(cwd)))
+    # Loom's built-in roles (planner, executor, reviewer) too; a user's or project's definition of one replaces it.
+    catalog = await anyio.to_thread.run_sync(lambda: catalog_with_builtins(home, project_root(cwd)))
     found = catalog.get(agent)
     if found is None:
         known = ", ".join(sorted(catalog.agents)) or "none (put definitions in $LOOM_HOME/agents or .loom/agents)"
@@ -122,7 +123,7 @@ async def child_opening(
         agent=definition.name if definition is not None else "",
         role=definition.prompt if definition is not None else "",
     )
-    return ChildOpening(bounds, lineage, request_to_json(request)), definition
+    return ChildOpening(bounds, lineage, request_to_json(request), advisor=parent.advisor_mode or ""), definition
 
 
 async def reopening(parent: Session, record: SessionRecord, log: EventLog, home: Path) -> ChildOpening:

@@ -56,6 +56,7 @@ async def embedded_runtime(
                     profiles=config.profiles,
                     warnings=config.ignored,
                     model=config.model,
+                    advisor=config.advisor,
                 )
 
 

@@ -118,12 +118,20 @@ class SessionHost(RunDesk, IdleCloser, ChildHost):
     # -- sessions ------------------------------------------------------------------------------------
 
     async def create_session(
-        self, cwd: Path, model: Model, mode: str = "ask", *, headless: bool = False, notice: str = ""
+        self,
+        cwd: Path,
+        model: Model,
+        mode: str = "ask",
+        *,
+        headless: bool = False,
+        notice: str = "",
+        advisor: str | None = None,
     ) -> Session:
         """Open a new session; its tools stay connected until it is closed (idle, or the host closing).
 
         A ``headless`` session denies what policy would ask about, since nobody will answer. A ``notice`` is
         recorded as the session's first notice (what a user should know about it, such as the demo model).
+        ``advisor`` is the session's own advisor mode (None: as configured).
 
         Raises:
             HostError: ``cwd`` is not a directory, or ``mode`` is unknown.
@@ -138,7 +146,7 @@ class SessionHost(RunDesk, IdleCloser, ChildHost):
             resolved = Path(await path.resolve())
         except OSError as exc:  # too long, no permission, a loop: the path cannot be used, and the reason says why
             raise HostError(f"cannot use {str(cwd)[:200]!r} as the working directory: {exc.strerror or exc}") from exc
-        return await self._open(resolved, model, mode, None, headless, notice)
+        return await self._open(resolved, model, mode, None, headless, notice, advisor=advisor)
 
     async def _open(
         self,
@@ -149,12 +157,15 @@ class SessionHost(RunDesk, IdleCloser, ChildHost):
         headless: bool = False,
         notice: str = "",
         child: ChildOpening | None = None,
+        advisor: str | None = None,
     ) -> Session:
         assert self._tg is not None, "the host is not open"
         entry = OpenSession(session_id or "", anyio.current_time())
         failed: list[str] = []
         ready = anyio.Event()
-        self._tg.start_soon(self._own_session, cwd, model, mode, (headless, notice, child), entry, failed, ready)
+        self._tg.start_soon(
+            self._own_session, cwd, model, mode, (headless, notice, child, advisor), entry, failed, ready
+        )
         await ready.wait()
         session = entry.session
         if session is None:
@@ -172,16 +183,23 @@ class SessionHost(RunDesk, IdleCloser, ChildHost):
         cwd: Path,
         model: Model,
         mode: str,
-        how: tuple[bool, str, ChildOpening | None],
+        how: tuple[bool, str, ChildOpening | None, str | None],
         entry: OpenSession,
         failed: list[str],
         ready: anyio.Event,
     ) -> None:
         try:
-            headless, notice, child = how
+            headless, notice, child, advisor = how
             session_id = entry.session_id or None
             async with self.runtime.open_session(
-                cwd, model, mode=mode, session_id=session_id, headless=headless, notice=notice, child=child
+                cwd,
+                model,
+                mode=mode,
+                session_id=session_id,
+                headless=headless,
+                notice=notice,
+                child=child,
+                advisor=advisor,
             ) as session:
                 entry.session = session
                 ready.set()

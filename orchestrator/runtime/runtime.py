@@ -50,6 +50,9 @@ from orchestrator.trust import load_trusted_rules
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
+    from orchestrator.config import AdvisorSettings
+    from orchestrator.loop.advisor import Advisor
+
 __all__ = ["DEFAULT_MAX_STEPS", "ChildOpening", "RunResult", "Runtime", "Session", "new_id"]
 
 
@@ -75,11 +78,13 @@ class ChildOpening:
         lineage: Its place in the tree.
         request: The narrowing request as JSON (:func:`~orchestrator.policy.narrowing.request_to_json`), recorded
             in its ``session_created`` event.
+        advisor: Its parent's own advisor mode, which it runs with too (empty: as configured).
     """
 
     bounds: Bounds
     lineage: Lineage
     request: dict[str, Any] | None = None
+    advisor: str = ""
 
 
 class Runtime:
@@ -96,8 +101,12 @@ class Runtime:
         profiles: Mapping[str, ProfileSettings] | None = None,
         warnings: Sequence[str] = (),
         model: str | None = None,
+        advisor: AdvisorSettings | None = None,
     ) -> None:
         self.log = log
+        self.advisor = advisor
+        """The config's ``advisor``: whether a second model reviews tool calls before policy, in sessions that do
+        not choose for themselves."""
         self.home = home
         self.model = model
         """The config's ``model``: what a session gets when neither its caller nor ``$LOOM_MODEL`` names one."""
@@ -126,12 +135,15 @@ class Runtime:
         rules: Sequence[Rule] | None = None,
         warnings: Sequence[str] = (),
         child: ChildOpening | None = None,
+        advisor: str | None = None,
     ) -> AsyncIterator[Session]:
         """Create a session working in ``cwd`` (or reopen ``session_id`` from the store) and connect its tools.
 
         ``headless`` sessions have nobody to answer approvals: what policy would ask about is denied.
         ``rules`` already loaded by the caller spare a second read of the policy files; ``warnings`` are what that
         load left out (an untrusted project's allow rules), recorded as warnings like the ones found here.
+        ``advisor`` is the session's own advisor mode (None: as configured; a reopened session keeps the one it was
+        created with; a child gets its parent's, see :class:`ChildOpening`).
         ``child`` opens a child session: its bounds (narrowed from its parent's, which decide its calls instead of
         ``mode``, ``rules`` and ``headless``), its place in the tree and the request it was narrowed by (recorded
         when the child is created, so that a reopened child is bounded the same way).
@@ -149,6 +161,8 @@ class Runtime:
         events: list[Event] = []
         fresh = session_id is None
         opening: list[Event] = []
+        if child is not None and child.advisor:
+            advisor = child.advisor
         if session_id is None:
             session_id = new_id("s")
             lineage = child.lineage if child is not None else None
@@ -163,12 +177,16 @@ class Runtime:
                     parent_run_id=lineage.parent_run_id if lineage else "",
                     agent=lineage.agent if lineage else "",
                     request=child.request if child is not None else None,
+                    advisor=advisor or "",
                 )
             )
         else:
             events = await self.log.store.read_events(session_id)
             history = rebuild_history(events)
+            created = events[0] if events and isinstance(events[0], SessionCreated) else None
+            advisor = created.advisor or None if created is not None else advisor
             approved = approved_for_session(events)
+        adviser = self._advisor(model, cwd, advisor)  # AdvisorError (an unknown mode) before anything is recorded
         if notice:
             opening.append(Notice(session_id=session_id, text=notice))
         opening.extend(
@@ -238,11 +256,19 @@ class Runtime:
                 memory=memory,
                 bounds=bounds,
                 lineage=child.lineage if child is not None else None,
+                advisor=adviser,
+                advisor_mode=advisor,
             )
             session.approvals.allowed_tools |= approved
             session.snapshots = snapshots
             session.reopened_events = events or None
             yield session
+
+    def _advisor(self, model: Model, cwd: Path, mode: str | None) -> Advisor | None:
+        from orchestrator.loop.advisor import advisor_for
+        from orchestrator.models import resolve_model
+
+        return advisor_for(self.advisor, lambda spec: resolve_model(spec, base_dir=cwd), model, cwd=str(cwd), mode=mode)
 
     async def mark_interrupted(self) -> list[str]:
         """Record runs the store shows as running, whose process is gone, as ``interrupted`` (after a crash).

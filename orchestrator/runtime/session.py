@@ -40,6 +40,7 @@ from orchestrator.events import (
     UserMessage,
 )
 from orchestrator.hub.pool import Hub
+from orchestrator.loop.advisor import Advisor
 from orchestrator.loop.approvals import Approvals
 from orchestrator.loop.loop import LoopResult, RunContext, run_loop
 from orchestrator.loop.resume import RESUMABLE, ResumeError, find_resume_point, resume_loop
@@ -85,6 +86,8 @@ class Session:
         memory: MemoryScope | None = None,
         bounds: Bounds | None = None,
         lineage: Lineage | None = None,
+        advisor: Advisor | None = None,
+        advisor_mode: str | None = None,
     ) -> None:
         self.id = session_id
         self.cwd = cwd
@@ -98,6 +101,10 @@ class Session:
             self.approvals = Approvals.top_level(
                 session_id, log, mode, rules=rules, cwd=str(cwd), headless=headless, protected=protected
             )
+        self.advisor = advisor
+        """Reviews each batch of tool calls before policy (None: no review)."""
+        self.advisor_mode = advisor_mode
+        """The session's own advisor mode, if it chose one (its children run with it too)."""
         self.lineage = lineage or Lineage()
         """Where the session sits in the tree of sessions (a child's parent and ancestors, its agent's role)."""
         self.endings: dict[str, tuple[RunStatus, str]] = {}
@@ -232,6 +239,7 @@ class Session:
             max_steps=max_steps,
             approvals=self.approvals,
             compactor=self.compactor,
+            advisor=self.advisor,
         )
 
     def _profile(self, model: Model) -> ModelProfile:
@@ -297,6 +305,8 @@ class Session:
             )
             self.model = model
             self.meter.reset(model.name, profile)
+            if self.advisor is not None and self.advisor.follows_session:
+                self.advisor.model = model  # an advisor on the session's own model follows it
             return report
 
     async def _compact_between_runs(

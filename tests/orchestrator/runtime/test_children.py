@@ -11,6 +11,7 @@ import anyio
 import pytest
 from mcp import Client
 
+from orchestrator.config import load_config
 from orchestrator.face.server import build_face
 from orchestrator.runtime.embedded import embedded_runtime
 from orchestrator.runtime.host import SessionHost
@@ -271,3 +272,38 @@ async def test_interrupted_runs_resume_parents_first(tmp_path: Path) -> None:
             [runs[grandchild["session_id"]], runs[child["session_id"]], runs[top["session_id"]]]
         )
     assert ordered == [runs[top["session_id"]], runs[child["session_id"]], runs[grandchild["session_id"]]]
+
+
+async def test_a_sessions_advisor_is_kept_when_it_is_reopened_and_its_child_runs_with_it(tmp_path: Path) -> None:
+    """The advisor (a second model) rejects a write in a full-advisor session, its reopened self and its child."""
+    (tmp_path / "w").mkdir()
+    home = tmp_path / "home"
+    home.mkdir()
+    reject = {"text": '{"verdict": "reject", "reasons": ["no writes today"]}'}
+    (home / "config.json").write_text(
+        json.dumps({"advisor": {"mode": "off", "model": scripted(tmp_path, "adv", [reject] * 4)}})
+    )
+    model = scripted(tmp_path, "agent", [{"tool_calls": [WRITE]}, {"text": "ok"}] * 3)
+    config = load_config(home, tmp_path / "w")
+    async with (
+        embedded_runtime(home, config=config) as runtime,
+        SessionHost(runtime) as host,
+        Client(build_face(host)) as client,
+    ):
+        bad = await error_of(client, "create_session", cwd=str(tmp_path / "w"), model=model, advisor="sometimes")
+        sid = (
+            await call(client, "create_session", cwd=str(tmp_path / "w"), model=model, mode="bypass", advisor="full")
+        )["session_id"]
+        cid = (await call(client, "create_session", cwd="", parent_session_id=sid, model=model))["session_id"]
+        child_run = await call(client, "send_message", session_id=cid, text="write", wait_s=20)
+        child_events = await events_of(client, cid)
+    async with embedded_runtime(home, config=config) as runtime, SessionHost(runtime) as host:
+        async with Client(build_face(host)) as client:
+            run = await call(client, "send_message", session_id=sid, text="write", wait_s=20)
+            events = await events_of(client, sid)
+    assert "unknown advisor mode 'sometimes'" in bad
+    for ran, seen in ((child_run, child_events), (run, events)):
+        assert ran["status"] == "completed"
+        (reviewed,) = [e for e in seen if e["type"] == "advisor_reviewed"]
+        assert (reviewed["verdict"], reviewed["reasons"]) == ("reject", ["no writes today"])
+    assert not (tmp_path / "w" / "a.txt").exists()
