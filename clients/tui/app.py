@@ -242,9 +242,11 @@ class LoomApp(App[int]):
         while True:
             with anyio.fail_after(CALL_TIMEOUT_S):
                 sessions = await loom.list_sessions()  # each one's status says whether it waits for an approval
+            known = self.session_id in self._parents
             self._parents.update((s.session_id, s.parent_session_id) for s in sessions if s.parent_session_id)
             panel.show_sessions(sessions, cwd=str(self.cwd), current=self.session_id)
-            self.refresh_bindings()  # Ctrl+B shows once the shown session is known to be a child
+            if not known and self.session_id in self._parents:
+                self.refresh_bindings()  # Ctrl+B shows once the shown session is known to be a child
             await anyio.sleep(POLL_S)
 
     async def _load_session(self, loom: LoomClient, session_id: str) -> None:

@@ -104,9 +104,7 @@ class ChildBlock(Static, can_focus=True):
         self.step, self.tool = step, tool
         if self._started is None:  # attached after the start: elapsed counts from what was seen
             self._started = at
-        if self.status == "running" or self.status == "awaiting approval":
-            self._set_status("running")
-        self._refresh_content()
+        self._refresh_content()  # a call of its still waiting keeps it "awaiting approval" (its other calls go on)
 
     def waiting(self, waits: bool) -> None:
         """A call of the child waits for a decision (``waits``), or was just decided."""

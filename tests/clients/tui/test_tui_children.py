@@ -117,6 +117,9 @@ async def test_a_childs_card_says_whose_call_it_is_and_answers_by_approval_id() 
     app = Recording(fan_out())
     async with app.run_test(size=(100, 40)) as pilot:
         await settle(pilot)
+        app.conversation.show(child_activity("r_1", TESTER, 3, "fs__read"))  # another call of its batch goes on
+        await pilot.pause()
+        assert "[awaiting approval" in _block(app, TESTER).text and "→ fs__read (step 3)" in _block(app, TESTER).text
         (card,) = app.conversation.pending_cards()
         assert card.text.startswith("Approve? child 'tester' (s_9f8e7d6c…) wants to run shell__run command=pytest -q")
         card.focus()
