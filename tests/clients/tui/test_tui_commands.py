@@ -53,7 +53,7 @@ def test_compact_preview_then_compact_then_model_and_mode(tmp_path: Path) -> Non
     project, home = make_project(tmp_path / "p"), tmp_path / "home"
     first = tmp_path / "one.json"
     # A small window, so that four long answers give compaction something to replace (below the 0.8 threshold).
-    first.write_text(json.dumps({"context_window": 8000, "turns": [{"text": f"{n} {LONG}"} for n in range(4)]}))
+    first.write_text(json.dumps({"context_window": 10000, "turns": [{"text": f"{n} {LONG}"} for n in range(4)]}))
     second = write_script(tmp_path / "two.json", [{"text": "from the second model"}])
 
     async def drive() -> None:
