@@ -57,14 +57,15 @@ class HeldClient:
 
     async def _hold(self, *, task_status: anyio.abc.TaskStatus[LoomClient]) -> None:
         gone = anyio.Event()
+        opened = False
         try:
             async with self._connect() as loom:
-                self._client, self._gone = loom, gone
+                self._client, self._gone, opened = loom, gone, True
                 task_status.started(loom)
                 await gone.wait()
-        except Exception as exc:  # a connection that broke while held: the next call opens another
-            if self._gone is not gone:
-                raise  # it never opened: start() raises this in the tool call that asked
+        except Exception as exc:  # a connection that broke while held (or on its way out): the next call opens another
+            if not opened:
+                raise  # start() raises it in the tool call that asked, and the server goes on
             _log.warning("the subagents server's connection to Loom ended: %r", exc)
         finally:
             if self._gone is gone:
