@@ -281,20 +281,32 @@ class BlockWindow(VerticalScroll):
 
     def action_page_up(self) -> None:
         """One page up, at once (an animated scroll would fight the view being kept in place as blocks come)."""
-        if self._lo == 0 and self.scroll_y <= 0:
-            self._reached_top()  # nothing to scroll: the view does not move, so no scroll event says so
+        self._up_at_top()
         self.scroll_page_up(animate=False)
 
     def action_scroll_up(self) -> None:
         """One line up (at the top, older blocks are asked for)."""
-        if self._lo == 0 and self.scroll_y <= 0:
-            self._reached_top()
+        self._up_at_top()
         super().action_scroll_up()
 
     @on(events.MouseScrollUp)
     def _wheel_up(self) -> None:
-        if self._lo == 0 and self.scroll_y <= 0:
+        self._up_at_top()
+
+    def _up_at_top(self) -> None:
+        """Up with the view at its top: nothing scrolls, so no scroll event mounts the blocks above or asks for more.
+
+        The scroll event that brought the view there may have come while the window settled (and was ignored), so
+        the blocks above the window are mounted here too; before the first block, older ones are asked for.
+        """
+        if self.scroll_y > 0:
+            return
+        if self._lo == 0:
             self._reached_top()
+        elif not self._moving and self._flush_timer is None:  # settling: the next press finds it settled
+            self._mount_top(max(0, self._lo - CHUNK))
+            if self._hi - self._lo > MOST:
+                self._drop_bottom(self._hi - self._lo - MOST)
 
     def action_page_down(self) -> None:
         """One page down, at once."""

@@ -118,3 +118,25 @@ async def test_a_block_changed_while_outside_the_window_shows_its_change_when_it
             while not conversation.texts[0].settled.is_set():
                 await pilot.pause(0.02)
         assert conversation.texts[0].source == "Answer **0**: the notes say 0."
+
+
+async def test_up_at_the_top_of_the_window_mounts_the_blocks_above_even_when_its_scroll_came_while_settling() -> None:
+    # The scroll that brings the view to the window's top may come while blocks just mounted settle (it is ignored
+    # then); at the top, nothing scrolls any more, so the next Up itself must mount the blocks above.
+    app = ConversationApp(list(long_session(80)))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        conversation = app.conversation
+        lo = conversation.window[0]
+        assert lo > 0
+        conversation.focus()
+        conversation._moving = True  # the window settling, as the scroll arrives
+        conversation.scroll_to(y=0, animate=False, immediate=True)
+        await pilot.pause()
+        conversation._moving = False
+        assert conversation.window[0] == lo and conversation.scroll_y == 0
+        await pilot.press("pageup")
+        await settle(pilot)
+        assert conversation.window[0] < lo
+        questions = shown_questions(conversation)
+        assert questions == list(range(questions[0], questions[0] + len(questions)))
