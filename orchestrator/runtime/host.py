@@ -32,18 +32,18 @@ import anyio
 from anyio.abc import TaskGroup
 
 from orchestrator.config import SessionLimits
-from orchestrator.events import RunQueued, RunStarted, SessionArchived
+from orchestrator.events import RunQueued, RunStarted
 from orchestrator.loop.approvals import MODES
 from orchestrator.loop.resume import RESUMABLE, ResumeError, find_resume_point
 from orchestrator.models.base import Model
 from orchestrator.runtime.children import reopening
 from orchestrator.runtime.host_children import ChildHost
+from orchestrator.runtime.host_records import SessionRecords
 from orchestrator.runtime.host_runs import HostError, LiveRuns, RunDesk, RunHandle, RunView
 from orchestrator.runtime.idle import CLOSE_WAIT_S, IDLE_GRACE_S, IdleCloser, OpenSession
+from orchestrator.runtime.orchestrations import Orchestrations
 from orchestrator.runtime.owner import this_process
 from orchestrator.runtime.runtime import ChildOpening, RunResult, Runtime, Session, new_id
-from orchestrator.store.interface import SessionRecord
-from orchestrator.store.rewind import RewindError, RewindResult, rewind
 
 __all__ = ["HostError", "ModelResolver", "RunHandle", "RunView", "SessionHost"]
 
@@ -59,7 +59,7 @@ def _resolve(spec: str, cwd: Path) -> Model:
     return resolve_model(spec, base_dir=cwd)
 
 
-class SessionHost(RunDesk, IdleCloser, ChildHost):
+class SessionHost(RunDesk, SessionRecords, IdleCloser, ChildHost):
     """Owns sessions and their background runs for the life of one runtime.
 
     ``limits`` (default: :class:`~orchestrator.config.SessionLimits`) say how long an idle session stays open and
@@ -94,9 +94,12 @@ class SessionHost(RunDesk, IdleCloser, ChildHost):
         self._opening = anyio.Lock()
         self.interrupted: list[str] = []
         """Runs this host marked ``interrupted`` when it opened (a crash left them running)."""
+        self.orchestrations = Orchestrations(self)
+        """The orchestrations its sessions run (entered after the task group, so they stop before the sessions)."""
 
     async def __aenter__(self) -> Self:
         self._tg = await self._exit.enter_async_context(anyio.create_task_group())
+        await self._exit.enter_async_context(self.orchestrations)
         self.runtime.face = self.face_server  # sessions opened from now on can start children through it
         self.interrupted = await self.runtime.mark_interrupted()
         self._tg.start_soon(self._close_idle_forever)
@@ -257,59 +260,6 @@ class SessionHost(RunDesk, IdleCloser, ChildHost):
             session = await self._open(Path(record.cwd), model, record.mode, session_id, headless, child=child)
             self._headless.discard(session_id)
             return session
-
-    async def record(self, session_id: str) -> SessionRecord:
-        """A session's stored record.
-
-        Raises:
-            HostError: no such session.
-        """
-        record = await self.runtime.log.store.get_session(session_id)
-        if record is None:
-            raise HostError(f"no session {session_id!r}; list_sessions shows the existing ones")
-        return record
-
-    def session_state(self, record: SessionRecord) -> str:
-        """``archived``, ``active`` (a run of it is in progress in this process) or ``idle``."""
-        if record.archived:
-            return "archived"
-        return "active" if self.live.of(record.id) else "idle"
-
-    async def list_sessions(self, include_archived: bool = False) -> list[SessionRecord]:
-        """Sessions in the store, newest first."""
-        return await self.runtime.log.store.list_sessions(include_archived=include_archived)
-
-    async def archive(self, session_id: str) -> SessionRecord:
-        """Archive a session (hidden from lists, never deleted).
-
-        Raises:
-            HostError: no such session, or a run of it is still going.
-        """
-        record = await self.record(session_id)
-        self.check_idle(session_id)
-        if not record.archived:
-            await self.runtime.log.append(SessionArchived(session_id=session_id))
-        return await self.record(session_id)
-
-    def check_idle(self, session_id: str) -> None:
-        """Refuse (HostError) while a run of the session is in progress in this process."""
-        if self.live.of(session_id):
-            raise HostError(f"session {session_id!r} has a run in progress; cancel it first")
-
-    async def rewind(self, session_id: str, to_run_id: str) -> RewindResult:
-        """Restore the session's files as they were before ``to_run_id`` and branch its conversation there.
-
-        Raises:
-            HostError: no such session, a run of it is going, or ``to_run_id`` is not one of its runs.
-        """
-        record = await self.record(session_id)
-        self.check_idle(session_id)
-        try:
-            return await rewind(self.runtime.log, record, to_run_id)
-        except RewindError as exc:
-            raise HostError(str(exc)) from exc
-        except OSError as exc:
-            raise HostError(f"rewind stopped: {exc}; files listed before it were restored") from exc
 
     # -- runs ----------------------------------------------------------------------------------------
 
