@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from orchestrator.runtime.children import PARENT_ENDED, ChildRelay, ModelChooser, child_opening, timed_out
-from orchestrator.runtime.host_runs import LiveRuns, RunHandle
+from orchestrator.runtime.host_runs import HostError, LiveRuns, RunHandle
 from orchestrator.runtime.runtime import ChildOpening, Runtime, Session
 
 if TYPE_CHECKING:
@@ -24,9 +24,15 @@ if TYPE_CHECKING:
 
     from orchestrator.models.base import Model
 
-__all__ = ["RELAY_FINISH_S", "ChildHost"]
+__all__ = ["MAX_TREE_CHILDREN", "RELAY_FINISH_S", "ChildHost"]
 
 logger = logging.getLogger(__name__)
+
+MAX_TREE_CHILDREN = 64
+"""How many child sessions of one top-level session may be busy at once (a run going or queued), at every depth:
+a model that spawns children that spawn children (up to 8 levels, 32 at a time) is refused past this, with the
+reason, instead of opening sessions until the daemon runs out of memory. Children that ended do not count: they
+are idle sessions, closed like any other past the host's cap."""
 
 RELAY_FINISH_S = 10.0
 """How long recording a child's end on its parent's stream may take (a store write) before it is given up."""
@@ -56,6 +62,8 @@ class ChildHost:
         raise NotImplementedError
 
     _face: MCPServer | None = None
+    max_tree_children = MAX_TREE_CHILDREN
+    """How many children of one tree may be busy at once (see :data:`MAX_TREE_CHILDREN`)."""
 
     def face_server(self) -> MCPServer:
         """Loom's face over this host, built on first use: what sessions' ``subagents`` tools drive children by."""
@@ -92,6 +100,13 @@ class ChildHost:
                 that cannot be used; the message says which and what would work.
         """
         parent = await self.session(parent_id)
+        root = parent.lineage.ancestors[-1] if parent.lineage.ancestors else parent.id
+        busy = sum(1 for s in self.sessions.values() if root in s.lineage.ancestors and self.live.of(s.id))
+        if busy >= self.max_tree_children:
+            raise HostError(
+                f"session {root} already has {busy} child sessions running, the most one tree of sessions may have "
+                f"at once ({self.max_tree_children}); wait for some to finish, or do the work here"
+            )
         going = self.live.of(parent.id)
         opening, definition = await child_opening(
             parent,

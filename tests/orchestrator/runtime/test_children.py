@@ -307,3 +307,22 @@ async def test_a_sessions_advisor_is_kept_when_it_is_reopened_and_its_child_runs
         (reviewed,) = [e for e in seen if e["type"] == "advisor_reviewed"]
         assert (reviewed["verdict"], reviewed["reasons"]) == ("reject", ["no writes today"])
     assert not (tmp_path / "w" / "a.txt").exists()
+
+
+async def test_a_tree_of_sessions_may_have_only_so_many_children_running_at_once(tmp_path: Path) -> None:
+    (tmp_path / "w").mkdir()
+    slow = scripted(tmp_path, "slow", [{"text": "thinking", "delay_s": 30}])
+    async with embedded_runtime(tmp_path / "home") as runtime, SessionHost(runtime) as host:
+        host.max_tree_children = 2
+        async with Client(build_face(host)) as client:
+            top = (await call(client, "create_session", cwd=str(tmp_path / "w"), model="scripted:demo"))["session_id"]
+            child = (await call(client, "create_session", cwd="", parent_session_id=top, model=slow))["session_id"]
+            await call(client, "send_message", session_id=child, text="think")
+            grandchild = (await call(client, "create_session", cwd="", parent_session_id=child, model=slow))[
+                "session_id"
+            ]
+            await call(client, "send_message", session_id=grandchild, text="think")
+            refused = await error_of(client, "create_session", cwd="", parent_session_id=grandchild)
+            also = await error_of(client, "create_session", cwd="", parent_session_id=top)
+    assert "2 child sessions running" in refused and "do the work here" in refused
+    assert also == refused  # counted over the whole tree, at every depth
