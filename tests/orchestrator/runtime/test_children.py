@@ -326,3 +326,37 @@ async def test_a_tree_of_sessions_may_have_only_so_many_children_running_at_once
             also = await error_of(client, "create_session", cwd="", parent_session_id=top)
     assert "2 child sessions running" in refused and "do the work here" in refused
     assert also == refused  # counted over the whole tree, at every depth
+
+
+async def test_an_external_server_the_parent_was_not_given_stays_out_of_reach_of_its_children(tmp_path: Path) -> None:
+    """A real stdio server: a child limited to fs tools never sees it, and its own child cannot ask for it back."""
+    import sys
+
+    from orchestrator.config import ServerConfig
+
+    ext = ServerConfig(
+        name="ext",
+        transport="stdio",
+        command=sys.executable,
+        args=(str(Path(__file__).parents[1] / "stdio_test_server.py"),),
+    )
+    (tmp_path / "w").mkdir()
+    echo = {"name": "ext__echo", "arguments": {"text": "hi"}}
+    child_model = scripted(tmp_path, "child", [{"tool_calls": [echo]}, {"text": "tried"}])
+    async with embedded_runtime(tmp_path / "home", [ext]) as runtime, SessionHost(runtime) as host:
+        async with Client(build_face(host)) as client:
+            top = (await call(client, "create_session", cwd=str(tmp_path / "w"), model="scripted:demo", mode="bypass"))[
+                "session_id"
+            ]
+            allowed = await call(client, "create_session", cwd="", parent_session_id=top, allow=["ext__*"])
+            cid = (
+                await call(client, "create_session", cwd="", parent_session_id=top, model=child_model, allow=["fs__*"])
+            )["session_id"]
+            refused = await error_of(client, "create_session", cwd="", parent_session_id=cid, allow=["ext__echo"])
+            run = await call(client, "send_message", session_id=cid, text="echo", wait_s=20)
+            events = await events_of(client, cid)
+    assert allowed["parent_session_id"] == top  # the top-level session has it, so a child may ask for it
+    assert "ext__echo" in refused and "no tool" in refused
+    assert run["status"] == "completed"
+    (result,) = [e for e in events if e["type"] == "tool_call_finished"]
+    assert result["failure"] == "unknown_tool" and "ext__echo" in result["content"]
