@@ -20,7 +20,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from clients.loom import FaceError, LoomClient
@@ -39,6 +39,7 @@ from servers.subagents._models import (
     SpawnEntry,
     WaitResult,
 )
+from servers.subagents._render import as_result, render_many, render_state, render_wait
 from servers.subagents._summary import FINISHED, MAX_ANSWER_CHARS, ChildState, child_state
 
 __all__ = ["Connect", "SubagentTools", "build_server", "main", "prepare_server"]
@@ -48,9 +49,9 @@ Connect = Callable[[], AbstractAsyncContextManager[LoomClient]]
 
 MAX_WAIT_TOOL_S = 300.0
 """The longest one wait call blocks: the model gets progress back at least this often."""
-WAIT_ANSWER_BUDGET = 24_000
+WAIT_ANSWER_BUDGET = 8_000
 """Characters of final answers one wait returns in all, shared by the children it reports finished."""
-MIN_ANSWER_SHARE = 2_000
+MIN_ANSWER_SHARE = 400
 _SPAWN_AT_ONCE = 8
 """Children spawn_many creates at the same time (each is a few store writes; more only queue)."""
 _APPROVAL_POLL_S = 1.0
@@ -169,7 +170,7 @@ class SubagentTools:
 
     async def spawn_many(
         self, children: Annotated[list[ChildSpec], Field(min_length=1, max_length=MAX_SPAWN_MANY)]
-    ) -> SpawnedMany:
+    ) -> Annotated[CallToolResult, SpawnedMany]:
         """Start several child agents at once (the description is set per server)."""
         entries: list[SpawnEntry | None] = [None] * len(children)
         limiter = anyio.CapacityLimiter(_SPAWN_AT_ONCE)
@@ -188,7 +189,8 @@ class SubagentTools:
                 group.start_soon(one, index, spec, loom)
         made = [e for e in entries if e is not None]
         started = sum(e.started for e in made)
-        return SpawnedMany(children=made, started=started, refused=len(made) - started)
+        many = SpawnedMany(children=made, started=started, refused=len(made) - started)
+        return as_result(render_many(many), many)
 
     async def _state(
         self,
@@ -224,7 +226,7 @@ class SubagentTools:
         ] = None,
         mode: Literal["any", "all"] = Field("all", description="return when any of them ends, or when all have"),
         timeout_s: float = Field(120, ge=0, le=MAX_WAIT_TOOL_S, description="the longest this call waits"),
-    ) -> WaitResult:
+    ) -> Annotated[CallToolResult, WaitResult]:
         """Wait for children to finish, at most timeout_s; returns finished ones' results and the others' progress.
 
         A result is the child's final answer with its status (completed, failed, cancelled, timed_out,
@@ -235,7 +237,8 @@ class SubagentTools:
         async with self._face() as loom:
             chosen = await self.children.resolve(loom, child_ids)
             if not chosen:
-                return WaitResult(finished=[], running=[], waited_s=0.0, timed_out=False, note="no child is running")
+                nothing = WaitResult(finished=[], running=[], waited_s=0.0, timed_out=False, note="no child is running")
+                return as_result(render_wait(nothing), nothing)
             ended: dict[str, RunInfo] = {}
 
             async def watch(child_id: str, child: Child, group: anyio.abc.TaskGroup) -> None:
@@ -268,7 +271,8 @@ class SubagentTools:
             if asking
             else ""
         )
-        return WaitResult(finished=finished, running=running, waited_s=waited, timed_out=not met, note=note)
+        result = WaitResult(finished=finished, running=running, waited_s=waited, timed_out=not met, note=note)
+        return as_result(render_wait(result), result)
 
     async def _states(self, loom: LoomClient, chosen: dict[str, Child], ended: dict[str, RunInfo]) -> list[ChildState]:
         states: dict[str, ChildState] = {}
@@ -283,11 +287,14 @@ class SubagentTools:
                 group.start_soon(one, child_id, child)
         return [states[child_id] for child_id in chosen]
 
-    async def result(self, child_id: str = Field(min_length=1, max_length=200)) -> ChildState:
+    async def result(
+        self, child_id: str = Field(min_length=1, max_length=200)
+    ) -> Annotated[CallToolResult, ChildState]:
         """A child's result if its run has ended, else its progress (status, steps so far, current tool, elapsed)."""
         async with self._face() as loom:
             child = await self.children.own(loom, child_id)
-            return await self._state(loom, child_id, child)
+            state = await self._state(loom, child_id, child)
+        return as_result(render_state(state), state)
 
     async def send(
         self,
@@ -309,13 +316,16 @@ class SubagentTools:
             self.children.track(child_id, Child(run.run_id, child.agent, last_seq, run.status))
             return Spawned(child_id=child_id, run_id=run.run_id, agent=child.agent, status=run.status)
 
-    async def cancel(self, child_id: str = Field(min_length=1, max_length=200)) -> ChildState:
+    async def cancel(
+        self, child_id: str = Field(min_length=1, max_length=200)
+    ) -> Annotated[CallToolResult, ChildState]:
         """Stop a child's run; returns its final state (a child that already ended is left as it is)."""
         async with self._face() as loom:
             child = await self.children.own(loom, child_id)
             with contextlib.suppress(FaceError):  # it ended meanwhile: its state says how
                 await loom.cancel_run(child.run_id)
-            return await self._state(loom, child_id, child)
+            state = await self._state(loom, child_id, child)
+        return as_result(render_state(state), state)
 
 
 def _descriptions(home: Path, project: Path | None) -> tuple[str, str]:

@@ -161,3 +161,32 @@ def test_a_refusal_inside_a_task_group_is_still_told_as_the_refusal() -> None:
     assert _refusal(ExceptionGroup("watch", [ExceptionGroup("inner", [refused])])) is refused
     assert _refusal(ExceptionGroup("watch", [refused, OSError("reset")])) is None
     assert _refusal(OSError("reset")) is None
+
+
+def test_the_text_of_a_wait_for_twenty_busy_children_names_every_one_within_the_limit() -> None:
+    from servers.subagents._models import WaitResult
+    from servers.subagents._render import TEXT_LIMIT, render_wait
+    from servers.subagents._summary import ChildState, ChildSummary
+
+    busy = ChildSummary(
+        files_changed=[f"src/module_{i}.py" for i in range(20)],
+        commands_run=[f"pytest tests/test_{i}.py -q" for i in range(20)],
+        open_questions=[f"should case {i} be handled too?" for i in range(20)],
+    )
+    finished = [
+        ChildState(
+            child_id=f"s_child{i:02d}",
+            run_id=f"r_{i}",
+            status="completed",
+            finished=True,
+            steps=9,
+            elapsed_s=30.0,
+            final_text="x" * 400,  # what 20 get of the 8,000 a wait shares
+            summary=busy,
+        )
+        for i in range(20)
+    ]
+    text = render_wait(WaitResult(finished=finished, running=[], waited_s=31.0, timed_out=False))
+    assert len(text) <= TEXT_LIMIT
+    assert all(f"s_child{i:02d}: completed" in text for i in range(20))  # no child lost to a cut
+    assert "(+19 more)" in text  # summaries listed shorter; result(child_id) has them all

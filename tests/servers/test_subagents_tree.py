@@ -188,6 +188,10 @@ async def test_a_parents_model_spawns_three_children_and_is_told_all_three_outco
     assert outcomes == ["completed", "failed", "timed_out"]  # what the parent's model was told
     ok = next(c for c in waited.structured["finished"] if c["status"] == "completed")
     assert ok["final_text"] == OK_ANSWER
+    # The text the model read: every outcome, a line each, and the answer.
+    assert "3 finished, 0 still going" in waited.content
+    assert all(f": {status}," in waited.content for status in ("completed", "failed", "timed_out"))
+    assert "open questions: are the blue widgets still supported" in waited.content
     # Visible on the parent's stream while it ran, each child a session linked to the parent and its run.
     started = [e for e in events if isinstance(e, ChildStarted)]
     ended = sorted(e.status for e in events if isinstance(e, ChildFinished))
