@@ -46,8 +46,9 @@ def render_state(state: ChildState, *, items: int = _ITEMS[0]) -> str:
         if state.pending_approvals:
             line += f"; waiting for approval {', '.join(state.pending_approvals)}"
         return line
-    lines = [f"{who}: {state.status}, {state.steps} steps, {state.elapsed_s:.1f} s"]
-    if state.reason:
+    steps = "1 step" if state.steps == 1 else f"{state.steps} steps"
+    lines = [f"{who}: {state.status}, {steps}, {state.elapsed_s:.1f} s"]
+    if state.reason and state.status != "completed":  # a completed run's reason is only how the model stopped
         lines.append(f"  reason: {state.reason}")
     summary = state.summary
     if summary is not None:

@@ -24,7 +24,8 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from clients.loom import FaceError, LoomClient
-from orchestrator.agents import find_agents, render_agents
+from orchestrator.agents import render_agents
+from orchestrator.agents.roles import catalog_with_builtins
 from orchestrator.protocol import MAX_WAIT_S, RunInfo
 from servers._tools import Binding, DeferredServer
 from servers._version import loom_version
@@ -330,7 +331,8 @@ class SubagentTools:
 
 def _descriptions(home: Path, project: Path | None) -> tuple[str, str]:
     """The descriptions of spawn and spawn_many, spawn's listing the agent definitions found."""
-    catalog = find_agents(home, project)
+    # What the face will accept as `agent`: the built-in roles, then the user's and the project's definitions.
+    catalog = catalog_with_builtins(home, project)
     listing = render_agents(list(catalog.agents.values()))
     if listing:
         agents = f"\n\nAgents (pass the name as `agent`):\n{listing}"

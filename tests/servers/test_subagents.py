@@ -174,7 +174,7 @@ async def test_spawns_description_lists_the_agent_definitions_of_home_and_projec
     (home / "agents" / "mine.md").write_text(
         "---\nname: tester\ndescription: Runs the tests and says which fail.\n---\n"
     )
-    (project / ".loom" / "agents" / "rev.md").write_text("---\nname: reviewer\ndescription: Reviews a diff.\n---\n")
+    (project / ".loom" / "agents" / "rev.md").write_text("---\nname: diff-checker\ndescription: Checks a diff.\n---\n")
 
     @contextlib.asynccontextmanager
     async def never() -> AsyncIterator[LoomClient]:
@@ -190,9 +190,10 @@ async def test_spawns_description_lists_the_agent_definitions_of_home_and_projec
         assert tools["wait"].annotations is not None and tools["wait"].annotations.read_only_hint
         assert tools["spawn"].annotations is not None and not tools["spawn"].annotations.read_only_hint
 
-    assert "- reviewer: Reviews a diff." in described[str(project)]
+    assert "- diff-checker: Checks a diff." in described[str(project)]
     assert "- tester: Runs the tests and says which fail." in described[str(project)]
-    assert "reviewer" not in described["None"]  # per server: what this session's project defines
+    assert "diff-checker" not in described["None"]  # per server: what this session's project defines
+    assert all(f"- {role}:" in described["None"] for role in ("planner", "executor", "reviewer"))  # built in
 
 
 async def test_the_standalone_server_without_a_daemon_says_to_start_one(tmp_path: Path) -> None:
