@@ -24,13 +24,12 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from clients.loom import FaceError, LoomClient
-from orchestrator.agents import render_agents
-from orchestrator.agents.roles import catalog_with_builtins
 from orchestrator.protocol import MAX_WAIT_S, RunInfo
 from servers._tools import Binding, DeferredServer
 from servers._version import loom_version
 from servers.subagents._children import MAX_GOING, Child, Children, read_run_events
 from servers.subagents._held import HeldClient
+from servers.subagents._listing import agents_listing
 from servers.subagents._models import (
     MAX_SPAWN_MANY,
     MAX_TIMEOUT_S,
@@ -331,9 +330,7 @@ class SubagentTools:
 
 def _descriptions(home: Path, project: Path | None) -> tuple[str, str]:
     """The descriptions of spawn and spawn_many, spawn's listing the agent definitions found."""
-    # What the face will accept as `agent`: the built-in roles, then the user's and the project's definitions.
-    catalog = catalog_with_builtins(home, project)
-    listing = render_agents(list(catalog.agents.values()))
+    listing = agents_listing(home, project)
     if listing:
         agents = f"\n\nAgents (pass the name as `agent`):\n{listing}"
     else:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+
 from orchestrator.events import (
     AssistantMessage,
     Event,
@@ -190,3 +194,20 @@ def test_the_text_of_a_wait_for_twenty_busy_children_names_every_one_within_the_
     assert len(text) <= TEXT_LIMIT
     assert all(f"s_child{i:02d}: completed" in text for i in range(20))  # no child lost to a cut
     assert "(+19 more)" in text  # summaries listed shorter; result(child_id) has them all
+
+
+def test_the_agents_listing_follows_the_definition_files_as_they_change(tmp_path: Path) -> None:
+    from servers.subagents._listing import agents_listing
+
+    home, project = tmp_path / "home", tmp_path / "project"
+    (project / ".loom" / "agents").mkdir(parents=True)
+    definition = project / ".loom" / "agents" / "a.md"
+    assert "- tidy:" not in agents_listing(home, project)
+    definition.write_text("---\nname: tidy\ndescription: Tidies imports.\n---\n")
+    assert "- tidy: Tidies imports." in agents_listing(home, project)
+    definition.write_text("---\nname: tidy\ndescription: Sorts imports.\n---\n")  # same size, a new content
+    os.utime(definition, ns=(time.time_ns() + 10**9, time.time_ns() + 10**9))
+    assert "- tidy: Sorts imports." in agents_listing(home, project)
+    definition.unlink()
+    assert "- tidy:" not in agents_listing(home, project)
+    assert "- planner:" in agents_listing(home, None)  # the built-in roles, with no project at all

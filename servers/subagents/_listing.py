@@ -1,0 +1,53 @@
+"""The agent definitions spawn's description lists, read again only when their files change.
+
+Every session Loom opens prepares a subagents server, and parsing the definitions (YAML front matter, the
+built-in roles included) costs about 10 ms: more than preparing all of a session's other servers. What they
+list depends only on the ``*.md`` files in ``$LOOM_HOME/agents`` and ``<project>/.loom/agents``, so the listing
+is kept per home and project with those files' names, sizes and modification times, and made again when any
+of them differs (a stat of each: microseconds).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from orchestrator.agents import render_agents
+from orchestrator.agents.roles import catalog_with_builtins
+
+__all__ = ["agents_listing"]
+
+_KEPT = 64
+"""Listings kept (one per home and project seen); past it the oldest is dropped."""
+_listings: dict[tuple[str, str], tuple[object, str]] = {}
+
+
+def _files(directory: Path) -> tuple[object, ...]:
+    try:
+        with os.scandir(directory) as entries:
+            found: list[tuple[object, ...]] = []
+            for entry in entries:
+                if entry.name.endswith(".md"):
+                    try:
+                        st = entry.stat()
+                    except OSError:
+                        found.append((entry.name, None))
+                        continue
+                    found.append((entry.name, st.st_size, st.st_mtime_ns, st.st_ino))
+            return tuple(sorted(found, key=repr))
+    except OSError as exc:  # missing or unreadable: as the catalog will find it
+        return (type(exc).__name__,)
+
+
+def agents_listing(home: Path, project: Path | None) -> str:
+    """``render_agents`` of the built-in, user and project definitions, as the face accepts them for ``agent``."""
+    key = (str(home), str(project))
+    state: object = (_files(home / "agents"), _files(project / ".loom" / "agents") if project is not None else ())
+    kept = _listings.get(key)
+    if kept is not None and kept[0] == state:
+        return kept[1]
+    listing = render_agents(list(catalog_with_builtins(home, project).agents.values()))
+    if len(_listings) >= _KEPT:
+        _listings.pop(next(iter(_listings)))
+    _listings[key] = (state, listing)
+    return listing
