@@ -10,6 +10,7 @@ of them differs (a stat of each: microseconds).
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 from orchestrator.agents import render_agents
@@ -20,6 +21,8 @@ __all__ = ["agents_listing"]
 _KEPT = 64
 """Listings kept (one per home and project seen); past it the oldest is dropped."""
 _listings: dict[tuple[str, str], tuple[object, str]] = {}
+_lock = threading.Lock()
+"""Sessions are prepared in worker threads, several at once."""
 
 
 def _files(directory: Path) -> tuple[object, ...]:
@@ -43,11 +46,13 @@ def agents_listing(home: Path, project: Path | None) -> str:
     """``render_agents`` of the built-in, user and project definitions, as the face accepts them for ``agent``."""
     key = (str(home), str(project))
     state: object = (_files(home / "agents"), _files(project / ".loom" / "agents") if project is not None else ())
-    kept = _listings.get(key)
+    with _lock:
+        kept = _listings.get(key)
     if kept is not None and kept[0] == state:
         return kept[1]
     listing = render_agents(list(catalog_with_builtins(home, project).agents.values()))
-    if len(_listings) >= _KEPT:
-        _listings.pop(next(iter(_listings)))
-    _listings[key] = (state, listing)
+    with _lock:
+        if len(_listings) >= _KEPT and key not in _listings:
+            _listings.pop(next(iter(_listings)))
+        _listings[key] = (state, listing)
     return listing
