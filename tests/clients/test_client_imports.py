@@ -43,7 +43,7 @@ ALLOWED: dict[str, frozenset[str] | None] = {
     # The stdio transport Loom's servers and `loom mcp` share (the wire waited on by the event loop).
     "servers._stdio": frozenset({"stdio_wire"}),
     # The built-in servers' entry points, which `loom server NAME` hands the process to.
-    "servers": frozenset({"checkpoints", "fs", "memory", "shell"}),
+    "servers": frozenset({"checkpoints", "fs", "memory", "shell", "subagents"}),
 }
 """Module → the names a client may import from it (None: any)."""
 
