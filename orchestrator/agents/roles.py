@@ -38,6 +38,7 @@ __all__ = [
     "parse_verdict",
     "planner_brief",
     "reviewer_brief",
+    "verdict_object",
 ]
 
 BUILTIN_DIR = Path(__file__).parent / "builtin"
@@ -194,6 +195,12 @@ def _finding(item: Any) -> str | None:
         return None
     text = " ".join(text.split())
     return text[: MAX_FINDING_CHARS - 1] + "…" if len(text) > MAX_FINDING_CHARS else text or None
+
+
+def verdict_object(text: str) -> dict[str, Any] | None:
+    """The JSON object holding ``verdict`` in a reviewer's answer (as :func:`parse_verdict` finds it), or None."""
+    value, _ = _find_json(text[:MAX_ANSWER_CHARS], "verdict")
+    return value if isinstance(value, dict) else None
 
 
 def parse_verdict(text: str) -> Verdict:
