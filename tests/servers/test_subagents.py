@@ -290,3 +290,19 @@ async def test_a_model_spawning_in_a_loop_is_stopped_at_the_bound_of_children_go
     assert "2 of your children are still going" in many["children"][2]["error"]
     assert "wait for them or cancel some" in error(refused)
     assert again["status"] in ("queued", "running", "completed")
+
+
+async def test_a_follow_up_is_a_new_run_of_the_child_and_its_result_is_that_runs(tmp_path: Path) -> None:
+    turns: list[dict[str, Any]] = [*READS, {"text": "The blue widgets are in main.py.", "delay_s": 1.0}]
+    async with subagents(tmp_path, turns) as (client, _loom, _project):
+        spawned = data(await client.call_tool("spawn", {"goal": "read the README", "model": "scripted:s.json"}))
+        (first,) = data(await client.call_tool("wait", {"timeout_s": 30}))["finished"]
+        follow = data(await client.call_tool("send", {"child_id": spawned["child_id"], "message": "which are blue?"}))
+        busy = await client.call_tool("send", {"child_id": spawned["child_id"], "message": "and red?"})
+        (second,) = data(await client.call_tool("wait", {"timeout_s": 30}))["finished"]
+
+    assert first["final_text"] == ANSWER
+    assert follow["child_id"] == spawned["child_id"] and follow["run_id"] != spawned["run_id"]
+    assert "is still" in error(busy) and "wait for it or cancel it" in error(busy)  # running or queued
+    assert second["run_id"] == follow["run_id"] and second["final_text"] == "The blue widgets are in main.py."
+    assert second["steps"] == 1  # this run's, not the child's whole history
