@@ -311,9 +311,10 @@ class SubagentTools:
             before = await self._state(loom, child_id, child)
             if not before.finished:
                 raise ToolError(f"child {child_id} is still {before.status}; wait for it or cancel it first")
-            last_seq = (await loom.get_session(child_id)).last_seq
-            run = await loom.send_message(child_id, message, max_steps=max_steps, timeout_s=timeout_s)
-            self.children.track(child_id, Child(run.run_id, child.agent, last_seq, run.status))
+            async with self.children.room(loom):  # a follow-up is one more child going, as a spawn is
+                last_seq = (await loom.get_session(child_id)).last_seq
+                run = await loom.send_message(child_id, message, max_steps=max_steps, timeout_s=timeout_s)
+                self.children.track(child_id, Child(run.run_id, child.agent, last_seq, run.status))
             return Spawned(child_id=child_id, run_id=run.run_id, agent=child.agent, status=run.status)
 
     async def cancel(
