@@ -110,6 +110,10 @@ class SessionRow(NamedTuple):
     """What the session needs (see :func:`orchestrator.store.session_view.session_status`)."""
     title: str = ""
     """Its title, cleaned for a terminal."""
+    parent_session_id: str = ""
+    """For a child session: the session that started it (``loom sessions`` lists it under that one)."""
+    agent: str = ""
+    """The agent definition a child runs as."""
 
     @property
     def context_ratio(self) -> float | None:
@@ -178,9 +182,9 @@ def find_run(home: Path, run_id: str) -> RunRow | None:
         return found[0] if len(found) == 1 else None
 
 
-_SESSIONS_SINCE = 6
-"""The first schema whose ``sessions`` table has ``context_window`` and ``title``; older files are read by the
-server."""
+_SESSIONS_SINCE = 7
+"""The first schema whose ``sessions`` table has ``context_window``, ``title``, ``parent_session_id`` and ``agent``;
+older files are read by the server."""
 
 
 def recent_sessions(home: Path, *, include_archived: bool = False, limit: int = 100) -> list[SessionRow]:
@@ -194,7 +198,7 @@ def recent_sessions(home: Path, *, include_archived: bool = False, limit: int = 
             return []
         where = "" if include_archived else "WHERE archived=0 "
         rows = conn.execute(
-            "SELECT id, cwd, model, mode, archived, context_window, title, "
+            "SELECT id, cwd, model, mode, archived, context_window, title, parent_session_id, agent, "
             "(SELECT body FROM events WHERE session_id=s.id AND type='context_watermark' ORDER BY seq DESC LIMIT 1), "
             "(SELECT COALESCE(MAX(seq),0) FROM events WHERE session_id=s.id), "
             "(SELECT group_concat(owner, ' ') FROM runs WHERE session_id=s.id AND status IN ('running','queued')), "
@@ -213,6 +217,8 @@ def _session(
     archived: int,
     window: int | None,
     title: str,
+    parent: str | None,
+    agent: str | None,
     mark: str | None,
     last: int,
     owners: str | None,
@@ -244,6 +250,8 @@ def _session(
         window or watermark.get("window"),
         status,
         clean_title(title),
+        parent or "",
+        agent or "",
     )
 
 
