@@ -62,6 +62,7 @@ TOOL_GROUPS: tuple[tuple[str, Callable[[str], bool]], ...] = (
     ("Checkpoints and rewind", lambda n: "checkpoint" in n or "rewind" in n),
     ("Context", lambda n: "compact" in n or "model" in n),
     ("Mode and skills", lambda n: n.endswith(("_mode", "_skills"))),
+    ("Review", lambda n: n in ("review", "review_result")),
 )
 """Tool groups, by name; the first that matches wins, and anything new lands in "Other"."""
 
