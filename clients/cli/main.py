@@ -178,6 +178,21 @@ def build_parser() -> argparse.ArgumentParser:
     tui.add_argument("--cwd", help="sessions made here work in this directory instead of the current one")
     runs = sub.add_parser("runs", help="list recent runs")
     runs.add_argument("--limit", type=_positive_int, default=20, metavar="N", help="show at most N runs (default 20)")
+    review = sub.add_parser(
+        "review",
+        help="a read-only reviewer agent checks the uncommitted changes (or a range, a path, a run) and lists findings",
+        description="A reviewer child session (the built-in `reviewer` agent, in plan mode: read-only) examines the "
+        "uncommitted changes (git diff HEAD and the untracked files), or TARGET: a revision range such as main..HEAD, "
+        "or a path. Findings print as path:line: severity: message. Exit 0 pass, 1 changes needed, 2 no verdict.",
+    )
+    review.add_argument("target", nargs="?", default="", help="a revision range (main..HEAD) or a path to limit it to")
+    review.add_argument("--session", metavar="S", help="make the reviewer a child of this session")
+    review.add_argument("--run", metavar="RUN_ID", help="review this run against its goal instead of a change")
+    review.add_argument(
+        "--model", help="the reviewer's model, PROVIDER:NAME (default: its definition's, as configured)"
+    )
+    review.add_argument("--cwd", help="review this directory instead of the current one")
+    review.add_argument("--json", action="store_true", help="print the review's result as one JSON object")
     return parser
 
 
@@ -254,6 +269,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return trace_run(args.run_id, args.jsonl)
     if args.command == "export":
         return commands.export(args.run_id)
+    if args.command == "review":
+        from clients.cli.review import review as review_change
+
+        return review_change(args)
     if args.command == "runs":
         return commands.list_runs(args.limit)
     parser.error(f"unknown command {args.command}")  # pragma: no cover - argparse rejects it first
