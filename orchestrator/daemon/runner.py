@@ -210,6 +210,9 @@ async def _serve(
         if auto_resume and host.interrupted:
             resumed = await host.resume_interrupted()
             logger.info("autoResume: resumed %d of %d interrupted runs", len(resumed), len(host.interrupted))
+        if auto_resume:  # after the runs: an orchestration waits for its children's resumed runs, never restarts them
+            orchestrations = await host.orchestrations.resume_unfinished()
+            logger.info("autoResume: resumed %d unfinished orchestrations", len(orchestrations))
         gate = RequestGate(build_app(build_face(host), token, info={"pid": os.getpid(), "url": url}))
         server_config = uvicorn.Config(
             gate,

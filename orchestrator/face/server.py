@@ -30,6 +30,7 @@ from orchestrator.face.context_tools import add_context_tools
 from orchestrator.face.input import CheckedServer, check_directory
 from orchestrator.face.live import read_back, read_page, stream_pages
 from orchestrator.face.models import child_model, top_level_model
+from orchestrator.face.orchestrate_tools import add_orchestrate_tools
 from orchestrator.face.review_tools import add_review_tools
 from orchestrator.face.rewind_tools import add_rewind_tools
 from orchestrator.loop.approvals import MODES, PendingApproval
@@ -381,6 +382,7 @@ def build_face(host: SessionHost) -> MCPServer:
     add_rewind_tools(face, host)
     add_context_tools(face, host)
     add_command_tools(face, host)
+    add_orchestrate_tools(face, host)
     add_review_tools(face, host)
     return face
 

@@ -41,6 +41,7 @@ from orchestrator.runtime.host_children import ChildHost
 from orchestrator.runtime.host_records import SessionRecords
 from orchestrator.runtime.host_runs import HostError, LiveRuns, RunDesk, RunHandle, RunView
 from orchestrator.runtime.idle import CLOSE_WAIT_S, IDLE_GRACE_S, IdleCloser, OpenSession
+from orchestrator.runtime.orchestrations import Orchestrations
 from orchestrator.runtime.owner import this_process
 from orchestrator.runtime.runtime import ChildOpening, RunResult, Runtime, Session, new_id
 
@@ -93,9 +94,12 @@ class SessionHost(RunDesk, SessionRecords, IdleCloser, ChildHost):
         self._opening = anyio.Lock()
         self.interrupted: list[str] = []
         """Runs this host marked ``interrupted`` when it opened (a crash left them running)."""
+        self.orchestrations = Orchestrations(self)
+        """The orchestrations its sessions run (entered after the task group, so they stop before the sessions)."""
 
     async def __aenter__(self) -> Self:
         self._tg = await self._exit.enter_async_context(anyio.create_task_group())
+        await self._exit.enter_async_context(self.orchestrations)
         self.runtime.face = self.face_server  # sessions opened from now on can start children through it
         self.interrupted = await self.runtime.mark_interrupted()
         self._tg.start_soon(self._close_idle_forever)
