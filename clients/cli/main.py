@@ -176,6 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="policy mode for sessions made here (default ask: reads run, anything else waits for your approval)",
     )
     tui.add_argument("--cwd", help="sessions made here work in this directory instead of the current one")
+    from clients.cli.orchestrate import add_parser as add_orchestrate  # standard library only, like this module
+
+    add_orchestrate(sub)
     runs = sub.add_parser("runs", help="list recent runs")
     runs.add_argument("--limit", type=_positive_int, default=20, metavar="N", help="show at most N runs (default 20)")
     review = sub.add_parser(
@@ -230,6 +233,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from clients.cli.daemon import serve as serve_daemon
 
         return serve_daemon(args)
+    if args.command == "orchestrate":
+        from clients.cli.orchestrate import orchestrate
+
+        return orchestrate(args)
     if args.command == "trust":
         from clients.cli.trust import trust_command
 
