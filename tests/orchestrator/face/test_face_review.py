@@ -108,7 +108,10 @@ async def test_the_reviewer_cannot_change_the_tree_whatever_its_definition_or_pa
         parent = await call(client, "create_session", cwd=str(repo), model="scripted:demo", mode="bypass")
         done = await call(client, "review", session_id=parent["session_id"], model=model, wait_s=30)
         events = await host.runtime.log.store.read_events(done["reviewer_session_id"])
+        shown = await host.runtime.log.store.read_events(parent["session_id"])
     assert done["session_id"] == parent["session_id"] and done["status"] == "reviewed"
+    # The review shows on the parent's stream like any child's work.
+    assert {e.type for e in shown} >= {"child_started", "child_finished"}
     finished = [e for e in events if e.type == "tool_call_finished"]
     assert [(e.tool, e.is_error) for e in finished] == [("fs__write", True), ("fs__edit", True), ("shell__run", True)]
     assert all("plan mode is read-only" in e.content for e in finished), [e.content for e in finished]
@@ -123,9 +126,12 @@ async def test_a_review_still_going_is_waited_for_with_review_result(tmp_path: P
         with anyio.fail_after(30):
             done = await call(client, "review_result", run_id=started["run_id"], wait_s=20)
         again = await error_of(client, "review", cwd=str(repo), target="calc.py", run_id=started["run_id"])
+        going = await call(client, "review", cwd=str(repo), model=model)
+        still = await error_of(client, "review", run_id=going["run_id"])
     assert started["status"] == "running" and started["verdict"] == "" and started["run_id"]
     assert done["status"] == "reviewed" and done["verdict"] == "pass" and done["findings"] == []
     assert done["target"] == "the uncommitted changes" and "not both" in again
+    assert "is running; review it once it has ended" in still
 
 
 async def test_an_unreadable_or_failed_reviewer_is_never_a_pass(tmp_path: Path) -> None:
