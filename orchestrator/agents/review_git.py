@@ -155,7 +155,16 @@ def _revisions(root: Path, target: str) -> tuple[list[str], bool]:
     return [target], not sep
 
 
+def _is_path(path: Path) -> bool:
+    try:
+        return path.exists() or path.is_symlink()
+    except OSError:  # a name too long for the file system is no path here: it may still be a revision
+        return False
+
+
 def _collect(cwd: Path, target: str) -> Change:
+    if not cwd.is_dir():
+        raise ReviewError(f"{str(cwd)[:300]} is not a directory; review an existing working directory")
     root = cwd.resolve()
     top = _git(root, ["rev-parse", "--show-toplevel"], 8192)
     if top.code != 0:
@@ -170,7 +179,7 @@ def _collect(cwd: Path, target: str) -> Change:
     worktree = True
     if not target:
         diff_args, shown = [base], "the uncommitted changes"
-    elif (root / target).exists() or (root / target).is_symlink():
+    elif _is_path(root / target):
         inside = os.path.realpath(root / target)
         if os.path.commonpath([inside, str(root)]) != str(root):
             raise ReviewError(f"{target!r} is outside {root}; review a path inside the working directory")

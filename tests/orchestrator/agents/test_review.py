@@ -111,7 +111,12 @@ async def test_a_directory_outside_git_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "plain").mkdir()
     with pytest.raises(ReviewError) as caught:
         await collect_change(tmp_path / "plain")
+    with pytest.raises(ReviewError) as missing:
+        await collect_change(tmp_path / "gone")
+    with pytest.raises(ReviewError) as long_name:
+        await collect_change(repo_with_commit(tmp_path / "r"), "x" * 300)
     assert "is not in a git repository" in str(caught.value) and "git init" in str(caught.value)
+    assert "is not a directory" in str(missing.value) and "neither a path" in str(long_name.value)
 
 
 async def test_the_repositorys_own_configuration_runs_no_program_during_a_review(tmp_path: Path) -> None:
