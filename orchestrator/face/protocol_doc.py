@@ -63,6 +63,7 @@ TOOL_GROUPS: tuple[tuple[str, Callable[[str], bool]], ...] = (
     ("Context", lambda n: "compact" in n or "model" in n),
     ("Mode and skills", lambda n: n.endswith(("_mode", "_skills"))),
     ("Review", lambda n: n in ("review", "review_result")),
+    ("Orchestration", lambda n: "orchestrat" in n),
 )
 """Tool groups, by name; the first that matches wins, and anything new lands in "Other"."""
 
