@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.clients.cli_support import clean_env, loom_command, run_loom
+from tests.orchestrator.daemon.daemon_process import running_daemon
 from tests.orchestrator.face.orchestration_support import FAIL, executor_turns, install_roles, log_lines
 
 ARGS = ("--mode", "bypass", "--max-parallel", "2", "--task-timeout", "30")
@@ -44,6 +45,21 @@ def test_orchestrate_prints_each_transition_and_the_report_and_exits_0_when_ever
         line.startswith("orchestration orch_") and line.endswith(": passed - all 3 tasks passed") for line in lines
     )
     assert "- [passed] c: Sum up (after a, b), 1 attempt" in lines
+    assert log_lines(work) == 3
+
+
+def test_on_a_daemon_the_orchestration_runs_there_in_the_session_given(tmp_path: Path) -> None:
+    home, work = dirs(tmp_path)
+    install_roles(home, tmp_path)
+    with running_daemon(home, tmp_path):
+        made = run_loom("run", "hello", "--model", "scripted:demo", "--mode", "bypass", "--json", cwd=work, home=home)
+        assert made.returncode == 0, made
+        session_id = made.events()[0].session_id
+        done = run_loom("orchestrate", "ship it", "--session", session_id, *ARGS, cwd=work, home=home, timeout_s=90)
+        tree = run_loom("sessions", cwd=work, home=home)
+    assert done.returncode == 0, done
+    assert f"in session {session_id}" in done.stderr
+    assert tree.stdout.count("[executor]") == 3 and tree.stdout.count("[reviewer]") == 3, tree  # under it
     assert log_lines(work) == 3
 
 
