@@ -27,9 +27,12 @@ from orchestrator.protocol import (
     SessionList,
 )
 from orchestrator.protocol_commands import ModeInfo, ModelList, SkillList
+from orchestrator.protocol_review import ReviewInfo
 
 if TYPE_CHECKING:
     from mcp import Client
+
+    from orchestrator.agents.report import Report
 
 __all__ = ["FaceError", "LoomClient"]
 
@@ -267,3 +270,72 @@ class LoomClient:
     async def list_models(self) -> ModelList:
         """The model providers, the default model and the models this Loom has seen used."""
         return await self.call("list_models", ModelList)
+
+    # -- many agents: review and orchestrate ----------------------------------------------------------
+
+    async def review(
+        self,
+        *,
+        cwd: str = "",
+        session_id: str | None = None,
+        target: str = "",
+        run_id: str | None = None,
+        model: str | None = None,
+        wait_s: float = 0,
+    ) -> ReviewInfo:
+        """Start a reviewer child on a change under ``cwd`` (or ``session_id``'s directory, or run ``run_id``)."""
+        arguments: dict[str, Any] = {"cwd": cwd, "target": target, "wait_s": wait_s}
+        for key, value in (("session_id", session_id), ("run_id", run_id), ("model", model)):
+            if value is not None:
+                arguments[key] = value
+        return await self.call("review", ReviewInfo, **arguments)
+
+    async def review_result(self, run_id: str, *, wait_s: float = 0) -> ReviewInfo:
+        """A review's verdict (``run_id``: the reviewer's run), waiting up to ``wait_s`` for it."""
+        return await self.call("review_result", ReviewInfo, run_id=run_id, wait_s=wait_s)
+
+    async def orchestrate(
+        self,
+        session_id: str,
+        goal: str,
+        *,
+        max_parallel: int = 4,
+        task_timeout_s: float = 900.0,
+        max_attempts: int = 3,
+        wait_s: float = 0,
+    ) -> Report:
+        """Carry out ``goal`` in ``session_id`` as a task graph of child sessions; its first snapshot."""
+        from orchestrator.agents.report import Report
+
+        return await self.call(
+            "orchestrate",
+            Report,
+            session_id=session_id,
+            goal=goal,
+            max_parallel=max_parallel,
+            task_timeout_s=task_timeout_s,
+            max_attempts=max_attempts,
+            wait_s=wait_s,
+        )
+
+    async def get_orchestration(
+        self, session_id: str, orchestration_id: str | None = None, *, wait_s: float = 0
+    ) -> Report:
+        """An orchestration's snapshot (the session's newest by default), waiting up to ``wait_s`` for its end."""
+        from orchestrator.agents.report import Report
+
+        arguments: dict[str, Any] = {"session_id": session_id, "wait_s": wait_s}
+        if orchestration_id is not None:
+            arguments["orchestration_id"] = orchestration_id
+        return await self.call("get_orchestration", Report, **arguments)
+
+    async def cancel_orchestration(
+        self, session_id: str, orchestration_id: str | None = None, *, reason: str = ""
+    ) -> Report:
+        """End an orchestration (the session's newest by default): its children cancelled; its snapshot after."""
+        from orchestrator.agents.report import Report
+
+        arguments: dict[str, Any] = {"session_id": session_id, "reason": reason}
+        if orchestration_id is not None:
+            arguments["orchestration_id"] = orchestration_id
+        return await self.call("cancel_orchestration", Report, **arguments)
