@@ -17,6 +17,7 @@ from clients.timeline import build_timeline, render_timeline
 from clients.tui.checkpoint_picker import CheckpointPicker
 from clients.tui.commands import COMMANDS, MODES, Invocation, parse
 from clients.tui.connection import DECIDED_BY
+from clients.tui.delegate_commands import CommandRefused, DelegateCommands
 from clients.tui.help import help_text
 from clients.tui.prompt import Prompt
 from clients.tui.sessions_panel import SessionsPanel
@@ -51,6 +52,7 @@ class CommandRunner:
         """(session, run) of the newest run seen, for ``/trace``."""
         self.interrupted: tuple[str, str] | None = None
         """(session, run) of a run that ended interrupted (or needs review), for ``/resume``."""
+        delegate = DelegateCommands(app, self.notice)
         self._handlers: dict[str, Handler] = {
             "compact": self._compact,
             "model": self._model,
@@ -59,6 +61,8 @@ class CommandRunner:
             "resume": self._resume,
             "cancel": self._cancel,
             "trace": self._trace,
+            "review": delegate.review,
+            "orchestrate": delegate.orchestrate,
         }
 
     @property
@@ -118,7 +122,7 @@ class CommandRunner:
                 await self._skill(loom, invocation, text)
             else:
                 await handler(loom, invocation.args)
-        except (FaceError, _Refused) as exc:
+        except (FaceError, _Refused, CommandRefused) as exc:
             self._refuse(text, f"/{invocation.name}: {exc}")
         except TimeoutError:
             self._refuse(text, f"/{invocation.name}: the daemon did not answer in time; try again")

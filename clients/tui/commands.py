@@ -31,6 +31,8 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("resume", "", "continue the session's interrupted run"),
     CommandSpec("cancel", "", "cancel the running run"),
     CommandSpec("trace", "", "the current or last run's timeline"),
+    CommandSpec("review", "[TARGET]", "a reviewer child checks the changes here: verdict and findings at file:line"),
+    CommandSpec("orchestrate", "GOAL | cancel", "plan GOAL as a task graph run by child sessions, shown live"),
     CommandSpec("sessions", "", "show the sessions panel"),
     CommandSpec("help", "", "commands and keys"),
 )
@@ -93,6 +95,8 @@ def candidates(text: str, known: Completions, limit: int = 12) -> list[Candidate
         return [Candidate("/compact --preview", "only estimate")] if "--preview".startswith(rest) and rest else []
     if head == "model":
         return _models(rest, known)[:limit]
+    if head == "orchestrate" and rest and "cancel".startswith(rest) and rest != "cancel":
+        return [Candidate("/orchestrate cancel", "end the session's orchestration")]
     return []
 
 

@@ -24,6 +24,7 @@ from clients.tui.block_window import BlockWindow
 from clients.tui.child_block import ChildBlock
 from clients.tui.children import Children
 from clients.tui.entry import Entry
+from clients.tui.graph_view import GraphBlock, Graphs
 from clients.tui.notice_line import NoticeLine
 from clients.tui.tool_block import ToolBlock
 from clients.tui.user_message import UserMessageBlock
@@ -39,11 +40,16 @@ from orchestrator.events import (
     ModelRetry,
     ModelSwitched,
     Notice,
+    OrchestrationFinished,
+    OrchestrationStarted,
     RunFinished,
     RunQueued,
     RunResumed,
     ServerFailed,
     SessionCreated,
+    TaskGraphPlanned,
+    TaskGraphPlanning,
+    TaskStateChanged,
     TextDelta,
     ToolCallDelta,
     ToolCallFinished,
@@ -95,6 +101,8 @@ class Conversation(BlockWindow, can_focus=True):
         """Queued messages: always mounted, below everything else, until their run starts."""
         self._kids = Children()
         """The blocks of the children's runs, and which approvals are a child's."""
+        self._graphs = Graphs()
+        """The orchestrations' task graphs."""
 
     # -- what the app and the tests read ------------------------------------------------------------
 
@@ -122,6 +130,16 @@ class Conversation(BlockWindow, can_focus=True):
         entry = self._kids.block(child_session_id)
         return entry.widget if entry else None
 
+    def graph(self, orchestration_id: str) -> GraphBlock | None:
+        """The block of an orchestration's task graph (None if unknown, or outside the window)."""
+        self._flush()
+        entry = self._graphs.block(orchestration_id)
+        return entry.widget if entry else None
+
+    def add_block(self, make: Callable[[], Widget]) -> None:
+        """Add a block a command made (``make`` builds it; it is rebuilt the same when scrolled back to)."""
+        self._add(Entry(make))
+
     def pending_cards(self) -> list[ApprovalCard]:
         """Cards still waiting for a decision, oldest first (those in the window)."""
         if any(self._cards[a].widget is None for a in self._pending):
@@ -136,6 +154,7 @@ class Conversation(BlockWindow, can_focus=True):
         self._pending.clear()
         self._card_runs.clear()
         self._kids = Children()
+        self._graphs = Graphs()
         self.has_older = False
         self.forget_blocks()
 
@@ -149,6 +168,7 @@ class Conversation(BlockWindow, can_focus=True):
         newer = (self._texts, self._tools, self._streaming_tools, self._cards, self._pending, self._card_runs)
         newer_queued = self._queued
         newer_kids, self._kids = self._kids, Children()
+        newer_graphs, self._graphs = self._graphs, Graphs()
         self._texts, self._tools, self._streaming_tools, self._cards = {}, {}, {}, {}
         self._pending, self._card_runs, self._queued = set(), {}, {}
         try:
@@ -159,6 +179,7 @@ class Conversation(BlockWindow, can_focus=True):
         finally:
             older = (self._texts, self._tools, self._cards, self._pending, self._card_runs)
             older_kids, self._kids = self._kids, newer_kids
+            older_graphs, self._graphs = self._graphs, newer_graphs
             self._texts, self._tools, self._streaming_tools, self._cards, self._pending, self._card_runs = newer
             self._queued = newer_queued
         # Ids are a run's own, so the older blocks join the lookups (a resumed run may still finish an old call);
@@ -171,6 +192,7 @@ class Conversation(BlockWindow, can_focus=True):
         self._pending |= older[3]
         self._card_runs = {**older[4], **self._card_runs}
         self._kids.put_older(older_kids)
+        self._graphs.put_older(older_graphs)
         self._prepend(entries)
 
     def _reached_top(self) -> None:
@@ -230,6 +252,11 @@ class Conversation(BlockWindow, can_focus=True):
                 self._kids.waits(event.child_session_id, self._pending)
         elif isinstance(event, ChildStarted | ChildActivity | ChildFinished):
             self._child(event)
+        elif isinstance(
+            event,
+            OrchestrationStarted | TaskGraphPlanning | TaskGraphPlanned | TaskStateChanged | OrchestrationFinished,
+        ):
+            self._graphs.show(event, self._add)
         elif isinstance(event, RunFinished):
             self._finished(event)
         else:
