@@ -164,7 +164,13 @@ async def _follow(client: LoomClient, session_id: str, oid: str, after: int, as_
                     cancelled = True
                     sys.stderr.write("loom: cancelling the orchestration\n")
                     with anyio.move_on_after(_CANCEL_WAIT_S):
-                        await _call(client, "cancel_orchestration", session_id=session_id, orchestration_id=oid)
+                        await _call(
+                            client,
+                            "cancel_orchestration",
+                            session_id=session_id,
+                            orchestration_id=oid,
+                            reason="cancelled from loom orchestrate (Ctrl-C)",
+                        )
                     tg.cancel_scope.cancel()
                     return
 

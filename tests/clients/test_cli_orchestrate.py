@@ -116,7 +116,7 @@ def test_ctrl_c_cancels_the_orchestration_and_its_children(tmp_path: Path) -> No
             proc.kill()
             proc.wait(timeout=5)
     assert proc.returncode == 130, (seen, out, err)
-    assert any(line.startswith("finished: cancelled") for line in out.splitlines()), out
+    assert "finished: cancelled - cancelled from loom orchestrate (Ctrl-C)" in out.splitlines(), out
     assert "- [cancelled] a: Write a, 1 attempt" in out and "- [cancelled] c: Sum up (after a, b)" in out, out
     assert log_lines(work) == 0
 
