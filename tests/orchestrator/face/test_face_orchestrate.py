@@ -50,6 +50,17 @@ async def until(face: LoomClient, session_id: str, check: Callable[[Report], boo
             after = (await face.read_events(session_id, after_seq=after, wait_s=5)).next_after_seq
 
 
+async def runs_begun(host: SessionHost, face: LoomClient, session_id: str, agent: str, count: int) -> None:
+    """Wait until ``count`` runs of ``agent`` children are stored (each child's run begun), as the stream moves."""
+    after = 0
+    with anyio.fail_after(30):
+        while True:
+            kids = [s.session_id for s in await face.list_sessions() if s.agent == agent]
+            if sum([len(await host.runtime.log.store.list_runs(sid)) for sid in kids]) >= count:
+                return
+            after = (await face.read_events(session_id, after_seq=after, wait_s=5)).next_after_seq
+
+
 def states(report: Report) -> dict[str, str]:
     return {task.id: task.state for task in report.tasks}
 
@@ -116,6 +127,7 @@ async def test_cancel_orchestration_ends_it_and_cancels_the_children_going(
         session_id = await orchestrating(face, work)
         await orchestrate(face, session_id)
         going = await until(face, session_id, lambda r: states(r).get("a") == "running" == states(r).get("b"))
+        await runs_begun(host, face, session_id, "executor", 2)  # both executors are thinking
         with anyio.fail_after(20):
             cancelled = await face.call("cancel_orchestration", Report, session_id=session_id, reason="enough")
         executors = [s.session_id for s in await face.list_sessions() if s.agent == "executor"]
