@@ -14,18 +14,26 @@ from mcp import Client
 
 from clients.loom import FaceError, LoomClient
 from orchestrator.agents.report import Report
+from orchestrator.config import SessionLimits
 from orchestrator.events import OrchestrationFinished, TaskStateChanged
 from orchestrator.face.server import build_face
 from orchestrator.runtime.embedded import embedded_runtime
 from orchestrator.runtime.host import SessionHost
+from orchestrator.runtime.idle import IDLE_GRACE_S
 from tests.orchestrator.face.orchestration_support import FAIL, executor_turns, install_roles, log_lines
 
 pytestmark = pytest.mark.anyio
 
 
 @contextlib.asynccontextmanager
-async def host_and_face(home: Path) -> AsyncIterator[tuple[SessionHost, LoomClient]]:
-    async with embedded_runtime(home) as runtime, SessionHost(runtime) as host, Client(build_face(host)) as client:
+async def host_and_face(
+    home: Path, limits: SessionLimits | None = None
+) -> AsyncIterator[tuple[SessionHost, LoomClient]]:
+    async with (
+        embedded_runtime(home) as runtime,
+        SessionHost(runtime, limits=limits, grace_s=0 if limits else IDLE_GRACE_S) as host,
+        Client(build_face(host)) as client,
+    ):
         yield host, LoomClient(client, on_daemon=False)
 
 
@@ -178,4 +186,18 @@ async def test_a_restarted_host_resumes_the_graph_without_starting_its_children_
         kids = [s for s in await face.list_sessions() if s.parent_session_id == session_id]
     assert done.status == "passed", done.text()
     assert Counter(s.agent for s in kids) == {"planner": 1, "executor": 3, "reviewer": 3}  # none started twice
+    assert log_lines(work) == 3
+
+
+async def test_the_graph_goes_on_while_its_sessions_are_closed_as_idle(tmp_path: Path, dirs: tuple[Path, Path]) -> None:
+    home, work = dirs
+    install_roles(home, tmp_path)
+    # One open session at most: the orchestrating session and each finished child are closed as soon as idle.
+    async with host_and_face(home, SessionLimits(max_open=1)) as (_, face):
+        session_id = await orchestrating(face, work)
+        with anyio.fail_after(40):
+            done = await orchestrate(face, session_id, wait_s=30)
+        kids = [s for s in await face.list_sessions() if s.parent_session_id == session_id]
+    assert done.status == "passed", done.text()
+    assert Counter(s.agent for s in kids) == {"planner": 1, "executor": 3, "reviewer": 3}
     assert log_lines(work) == 3
