@@ -120,11 +120,9 @@ def orchestrate(args: argparse.Namespace) -> int:
             session_id, after = session.session_id, session.last_seq
         else:
             after = (await client.get_session(session_id)).last_seq
-        started = await _call(
-            client,
-            "orchestrate",
-            session_id=session_id,
-            goal=args.goal,
+        started = await client.orchestrate(
+            session_id,
+            args.goal,
             max_parallel=args.max_parallel,
             task_timeout_s=args.task_timeout,
             max_attempts=args.max_attempts,
@@ -144,12 +142,6 @@ def orchestrate(args: argparse.Namespace) -> int:
     return with_client(main, cwd=cwd, shared=True)
 
 
-async def _call(client: LoomClient, tool: str, **arguments: object) -> Report:
-    from orchestrator.agents.report import Report
-
-    return await client.call(tool, Report, **arguments)
-
-
 async def _follow(client: LoomClient, session_id: str, oid: str, after: int, as_json: bool) -> tuple[Report, bool]:
     """Print the orchestration's transitions until it ends; its report, and whether Ctrl-C (or SIGTERM) ended it."""
     import anyio
@@ -164,12 +156,8 @@ async def _follow(client: LoomClient, session_id: str, oid: str, after: int, as_
                     cancelled = True
                     sys.stderr.write("loom: cancelling the orchestration\n")
                     with anyio.move_on_after(_CANCEL_WAIT_S):
-                        await _call(
-                            client,
-                            "cancel_orchestration",
-                            session_id=session_id,
-                            orchestration_id=oid,
-                            reason="cancelled from loom orchestrate (Ctrl-C)",
+                        await client.cancel_orchestration(
+                            session_id, oid, reason="cancelled from loom orchestrate (Ctrl-C)"
                         )
                     tg.cancel_scope.cancel()
                     return
@@ -190,7 +178,7 @@ async def _follow(client: LoomClient, session_id: str, oid: str, after: int, as_
                     break
                 if not page.events:
                     # A quiet long-poll: check it has not ended (a page of other sessions' events may hide it).
-                    current = await _call(client, "get_orchestration", session_id=session_id, orchestration_id=oid)
+                    current = await client.get_orchestration(session_id, oid)
                     ended = current.status in _FINAL
             tg.cancel_scope.cancel()
-    return await _call(client, "get_orchestration", session_id=session_id, orchestration_id=oid), cancelled
+    return await client.get_orchestration(session_id, oid), cancelled
