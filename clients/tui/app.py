@@ -26,6 +26,7 @@ from clients.tui.command_runner import CommandRunner
 from clients.tui.completion import CompletionList
 from clients.tui.connection import DECIDED_BY, DaemonStartFailed, attach, start_daemon, wait_for_daemon
 from clients.tui.conversation import Conversation
+from clients.tui.graph_strip import GraphStrip
 from clients.tui.history import HISTORY_FILE, PromptHistory
 from clients.tui.prompt import Prompt
 from clients.tui.sessions_panel import SessionsPanel
@@ -125,6 +126,7 @@ class LoomApp(App[int]):
             yield SessionsPanel()
             with Vertical(id="chat"):
                 yield Conversation()
+                yield GraphStrip()
                 yield Prompt(PromptHistory(self.home / HISTORY_FILE))
                 yield CompletionList()
         yield StatusBar()
@@ -267,6 +269,7 @@ class LoomApp(App[int]):
     def _show(self, event: Event) -> None:
         self.conversation.show(event)
         self.commands.observe(event)
+        self.query_one(GraphStrip).observe(event)  # an orchestration going stays in view, however scrolled
         self.status.observe(event)  # tokens and the run's clock
         status = self.status
         if isinstance(event, SessionCreated):
@@ -307,6 +310,7 @@ class LoomApp(App[int]):
         self.session_id, self.current_run = session_id, None
         self._follower = LiveFollower(session_id) if session_id else None
         self.conversation.clear()
+        self.query_one(GraphStrip).reset()
         self.status.reset()
         if session_id is None:
             self.status.model, self.status.mode, self.sub_title = self.model or "(new session)", self.mode, ""

@@ -29,7 +29,7 @@ from orchestrator.events import (
     TaskStateChanged,
 )
 
-__all__ = ["GraphBlock", "GraphEvent", "Graphs", "TaskRow"]
+__all__ = ["GraphBlock", "GraphEvent", "Graphs", "TaskGraph", "TaskRow", "mark"]
 
 GraphEvent = OrchestrationStarted | TaskGraphPlanning | TaskGraphPlanned | TaskStateChanged | OrchestrationFinished
 
@@ -50,6 +50,11 @@ _MARK = {
 _OUTCOME = {"passed": "bold green", "failed": "bold red", "cancelled": "bold yellow"}
 
 
+def mark(state: str) -> tuple[str, str]:
+    """A task state's mark and its style (``✓``, green for ``passed``)."""
+    return _MARK.get(state, ("?", ""))
+
+
 @dataclass
 class TaskRow:
     """One task as its events left it."""
@@ -61,6 +66,59 @@ class TaskRow:
     attempt: int = 0
     reason: str = ""
     findings: list[str] = field(default_factory=list[str])
+
+
+@dataclass
+class TaskGraph:
+    """An orchestration folded from its events: its goal, where it is and each task.
+
+    No widget: the conversation's block and the strip over the prompt (:mod:`clients.tui.graph_strip`) draw it.
+    """
+
+    orchestration_id: str
+    goal: str = ""
+    max_attempts: int = 0
+    status: str = "planning"
+    """``planning``, ``running``, then ``passed``, ``failed`` or ``cancelled``."""
+    reason: str = ""
+    planner_attempt: int = 0
+    problem: str = ""
+    """What was wrong with the planner's previous answer (it is asked again)."""
+    tasks: dict[str, TaskRow] = field(default_factory=dict[str, TaskRow])
+    """Tasks in the planner's order."""
+
+    @property
+    def ended(self) -> bool:
+        """It passed, failed or was cancelled."""
+        return self.status in _OUTCOME
+
+    def apply(self, event: GraphEvent) -> None:
+        """Fold one of the orchestration's events in."""
+        if isinstance(event, OrchestrationStarted):
+            self.goal, self.max_attempts = event.goal, event.max_attempts
+        elif isinstance(event, TaskGraphPlanning):
+            self.planner_attempt, self.problem = event.attempt, event.problem
+        elif isinstance(event, TaskGraphPlanned):
+            self.tasks = {t.id: TaskRow(t.id, t.title, list(t.depends_on)) for t in event.tasks}
+            if self.status == "planning":
+                self.status = "running"
+        elif isinstance(event, TaskStateChanged):
+            # Shown from the middle (its plan not read): the task still gets its line, named by its id.
+            row = self.tasks.setdefault(event.task_id, TaskRow(event.task_id))
+            row.state, row.attempt, row.reason = event.state, event.attempt, event.reason
+            if event.state == "ready" or event.findings:
+                row.findings = list(event.findings)
+            if self.status == "planning":
+                self.status = "running"
+        else:
+            self.status, self.reason = event.status, event.reason
+
+    def summary(self) -> str:
+        """``running · 1/4 passed`` (just the status before the graph is planned)."""
+        if not self.tasks:
+            return self.status
+        passed = sum(row.state == "passed" for row in self.tasks.values())
+        return f"{self.status} · {passed}/{len(self.tasks)} passed"
 
 
 class GraphBlock(Static):
@@ -84,18 +142,18 @@ class GraphBlock(Static):
 
     def __init__(self, orchestration_id: str) -> None:
         super().__init__()
-        self.orchestration_id = orchestration_id
-        self.goal = ""
-        self.max_attempts = 0
-        self.status = "planning"
-        """``planning``, ``running``, then ``passed``, ``failed`` or ``cancelled``."""
-        self.reason = ""
-        self.planner_attempt = 0
-        self.problem = ""
-        """What was wrong with the planner's previous answer (it is asked again)."""
-        self.tasks: dict[str, TaskRow] = {}
-        """Tasks in the planner's order."""
+        self.graph = TaskGraph(orchestration_id)
         self._refresh_content()
+
+    @property
+    def status(self) -> str:
+        """``planning``, ``running``, then ``passed``, ``failed`` or ``cancelled``."""
+        return self.graph.status
+
+    @property
+    def tasks(self) -> dict[str, TaskRow]:
+        """The tasks, in the planner's order."""
+        return self.graph.tasks
 
     @property
     def text(self) -> str:
@@ -104,61 +162,40 @@ class GraphBlock(Static):
 
     def apply(self, event: GraphEvent) -> None:
         """Fold one of the orchestration's events in and redraw."""
-        if isinstance(event, OrchestrationStarted):
-            self.goal, self.max_attempts = event.goal, event.max_attempts
-        elif isinstance(event, TaskGraphPlanning):
-            self.planner_attempt, self.problem = event.attempt, event.problem
-        elif isinstance(event, TaskGraphPlanned):
-            self.tasks = {t.id: TaskRow(t.id, t.title, list(t.depends_on)) for t in event.tasks}
-            if self.status == "planning":
-                self.status = "running"
-        elif isinstance(event, TaskStateChanged):
-            # Shown from the middle (its plan not read): the task still gets its line, named by its id.
-            row = self.tasks.setdefault(event.task_id, TaskRow(event.task_id))
-            row.state, row.attempt, row.reason = event.state, event.attempt, event.reason
-            if event.state == "ready" or event.findings:
-                row.findings = list(event.findings)
-            if self.status == "planning":
-                self.status = "running"
-        else:
-            self.status, self.reason = event.status, event.reason
-            self.set_class(True, f"-{event.status}")
+        self.graph.apply(event)
+        if self.graph.ended:
+            self.set_class(True, f"-{self.graph.status}")
         self._refresh_content()
 
     def _refresh_content(self) -> None:
         self.update(self._content())
 
     def _content(self) -> Text:
+        g = self.graph
         line = Text("» orchestration ", style="bold")
-        line.append(self.orchestration_id, style="bold")
-        line.append(f"  [{self._summary()}]", style=_OUTCOME.get(self.status, "cyan"))
-        if self.goal:
-            line.append(f"\n{first_line(self.goal, 200)}", style="italic")
-        if self.status == "planning":
-            attempt = f" (attempt {self.planner_attempt})" if self.planner_attempt > 1 else ""
+        line.append(g.orchestration_id, style="bold")
+        line.append(f"  [{g.summary()}]", style=_OUTCOME.get(g.status, "cyan"))
+        if g.goal:
+            line.append(f"\n{first_line(g.goal, 200)}", style="italic")
+        if g.status == "planning":
+            attempt = f" (attempt {g.planner_attempt})" if g.planner_attempt > 1 else ""
             line.append(f"\nthe planner writes the task graph{attempt}…", style="dim")
-            if self.problem:
-                line.append(f"\nits last answer: {first_line(self.problem, 200)}", style="yellow")
-        width = min(_ID_WIDTH, max((len(t) for t in self.tasks), default=0))
-        for row in self.tasks.values():
+            if g.problem:
+                line.append(f"\nits last answer: {first_line(g.problem, 200)}", style="yellow")
+        width = min(_ID_WIDTH, max((len(t) for t in g.tasks), default=0))
+        for row in g.tasks.values():
             self._task_line(line, row, width)
-        if self.reason and self.status in _OUTCOME:
-            line.append(f"\n{first_line(self.reason, 300)}", style=_OUTCOME[self.status].removeprefix("bold "))
+        if g.reason and g.status in _OUTCOME:
+            line.append(f"\n{first_line(g.reason, 300)}", style=_OUTCOME[g.status].removeprefix("bold "))
         return line
 
-    def _summary(self) -> str:
-        if not self.tasks:
-            return self.status
-        passed = sum(row.state == "passed" for row in self.tasks.values())
-        return f"{self.status} · {passed}/{len(self.tasks)} passed"
-
     def _task_line(self, line: Text, row: TaskRow, width: int) -> None:
-        mark, style = _MARK.get(row.state, ("?", ""))
-        line.append(f"\n{mark} ", style=style)
+        symbol, style = mark(row.state)
+        line.append(f"\n{symbol} ", style=style)
         line.append(first_line(row.id, _ID_WIDTH).ljust(width), style="bold")
         line.append(f" {row.state:<9}", style=style)
         if row.attempt:
-            bound = f"/{self.max_attempts}" if self.max_attempts else ""
+            bound = f"/{self.graph.max_attempts}" if self.graph.max_attempts else ""
             line.append(f" attempt {row.attempt}{bound}", style="dim")
         line.append(f" {first_line(row.title, 120)}" if row.title else "")
         if row.depends_on:
