@@ -11,6 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from clients.tui.commands import Completions, candidates
 from clients.tui.graph_strip import GraphStrip
 from clients.tui.graph_view import GraphBlock
 from clients.tui.notice_line import NoticeLine
@@ -71,3 +72,11 @@ def test_orchestrate_shows_the_graph_live_and_cancel_ends_it(tmp_path: Path) -> 
     assert "started: its graph shows here as it runs (/orchestrate cancel ends it)" in notices[0]
     assert notices[1] == f"orchestration {oid}: cancelled"
     assert notices[2].splitlines()[0] == f"orchestration {oid}: cancelled - cancelled from the TUI", notices
+
+
+def test_orchestrate_and_review_are_offered_and_tab_completes_cancel() -> None:
+    known = Completions()
+    assert [c.text for c in candidates("/or", known)] == ["/orchestrate"]
+    assert [c.text for c in candidates("/rev", known)] == ["/review"]
+    assert [c.text for c in candidates("/orchestrate ca", known)] == ["/orchestrate cancel"]
+    assert candidates("/orchestrate add a flag", known) == []  # a goal is not completed into a cancel
