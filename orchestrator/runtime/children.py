@@ -75,11 +75,11 @@ def timed_out(timeout_s: float) -> str:
 
 
 async def _definition(home: Path, cwd: Path, agent: str) -> AgentDefinition:
-    from orchestrator.agents.roles import catalog_with_builtins
+    from orchestrator.agents.cache import current_catalog
     from orchestrator.context.instructions import project_root
 
     # Loom's built-in roles (planner, executor, reviewer) too; a user's or project's definition of one replaces it.
-    catalog = await anyio.to_thread.run_sync(lambda: catalog_with_builtins(home, project_root(cwd)))
+    catalog = await anyio.to_thread.run_sync(lambda: current_catalog(home, project_root(cwd)))
     found = catalog.get(agent)
     if found is None:
         known = ", ".join(sorted(catalog.agents)) or "none (put definitions in $LOOM_HOME/agents or .loom/agents)"

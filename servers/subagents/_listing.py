@@ -3,18 +3,17 @@
 Every session Loom opens prepares a subagents server, and parsing the definitions (YAML front matter, the
 built-in roles included) costs about 10 ms: more than preparing all of a session's other servers. What they
 list depends only on the ``*.md`` files in ``$LOOM_HOME/agents`` and ``<project>/.loom/agents``, so the listing
-is kept per home and project with those files' names, sizes and modification times, and made again when any
-of them differs (a stat of each: microseconds).
+is kept per home and project while those files are unchanged (a stat of each: microseconds; the catalog itself is
+kept the same way, by :mod:`orchestrator.agents.cache`).
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from pathlib import Path
 
 from orchestrator.agents import render_agents
-from orchestrator.agents.roles import catalog_with_builtins
+from orchestrator.agents.cache import current_catalog, definitions_state
 
 __all__ = ["agents_listing"]
 
@@ -25,32 +24,15 @@ _lock = threading.Lock()
 """Sessions are prepared in worker threads, several at once."""
 
 
-def _files(directory: Path) -> tuple[object, ...]:
-    try:
-        with os.scandir(directory) as entries:
-            found: list[tuple[object, ...]] = []
-            for entry in entries:
-                if entry.name.endswith(".md"):
-                    try:
-                        st = entry.stat()
-                    except OSError:
-                        found.append((entry.name, None))
-                        continue
-                    found.append((entry.name, st.st_size, st.st_mtime_ns, st.st_ino))
-            return tuple(sorted(found, key=repr))
-    except OSError as exc:  # missing or unreadable: as the catalog will find it
-        return (type(exc).__name__,)
-
-
 def agents_listing(home: Path, project: Path | None) -> str:
     """``render_agents`` of the built-in, user and project definitions, as the face accepts them for ``agent``."""
     key = (str(home), str(project))
-    state: object = (_files(home / "agents"), _files(project / ".loom" / "agents") if project is not None else ())
+    state = definitions_state(home, project)
     with _lock:
         kept = _listings.get(key)
     if kept is not None and kept[0] == state:
         return kept[1]
-    listing = render_agents(list(catalog_with_builtins(home, project).agents.values()))
+    listing = render_agents(list(current_catalog(home, project).agents.values()))
     with _lock:
         if len(_listings) >= _KEPT and key not in _listings:
             _listings.pop(next(iter(_listings)))

@@ -252,7 +252,8 @@ async def test_a_sessions_own_subagents_tools_start_a_child_whose_approval_stops
         (child,) = [s for s in (await call(client, "list_sessions"))["sessions"] if s["parent_session_id"]]
     assert run["status"] == "awaiting_approval"  # the child's approval is the parent's to answer
     assert done["status"] == "completed" and (tmp_path / "w" / "a.txt").read_text() == "A"
-    assert '"final_text": "wrote a.txt"' in done["final_text"] and '"a.txt"' in done["final_text"]
+    assert "completed" in done["final_text"] and "files changed: a.txt" in done["final_text"]
+    assert "wrote a.txt" in done["final_text"]
     assert (child["parent_session_id"], child["parent_run_id"]) == (pid, run["run_id"])
 
 
