@@ -15,9 +15,9 @@ from textual import events, on
 from textual.binding import Binding
 from textual.message import Message
 from textual.timer import Timer
-from textual.widgets import Static
 
 from clients.timeline import first_line
+from clients.tui.status_block import StatusBlock
 from clients.tui.text import elapsed, short_result
 from orchestrator.store.session_view import clean_title
 
@@ -40,7 +40,7 @@ def child_name(agent: str, child_session_id: str) -> str:
     return f"'{agent}' ({short})" if agent else f"({short})"
 
 
-class ChildBlock(Static, can_focus=True):
+class ChildBlock(StatusBlock, can_focus=True):
     """A child's run, from its start to its end: agent, goal, current tool, elapsed time, status, answer.
 
     | Key | Does |
@@ -138,21 +138,6 @@ class ChildBlock(Static, can_focus=True):
             return  # the click ended a text selection
         event.stop()
         self.action_open()
-
-    def _set_status(self, status: str) -> None:
-        self.status = status
-        if self.is_mounted:
-            self._show_status_class()
-
-    def _show_status_class(self) -> None:
-        wanted = "-" + self.status.replace(" ", "-")
-        if wanted != self._status_class:
-            self.remove_class(self._status_class)
-            self.add_class(wanted)
-            self._status_class = wanted
-
-    def _refresh_content(self) -> None:
-        self.update(self._content())
 
     def _content(self) -> Text:
         nested = "  " * max(0, self.depth - 2)  # a grandchild's block sits under its parent's

@@ -9,9 +9,9 @@ from rich.text import Text
 from textual import events, on
 from textual.binding import Binding
 from textual.timer import Timer
-from textual.widgets import Static
 
 from clients.tui.diff_view import SHORT_LINES, FileChange, file_change, render_diff
+from clients.tui.status_block import StatusBlock
 from clients.tui.text import short_arguments, short_result
 
 __all__ = ["ToolBlock"]
@@ -26,7 +26,7 @@ _STATUS_STYLE = {
 }
 
 
-class ToolBlock(Static, can_focus=True):
+class ToolBlock(StatusBlock, can_focus=True):
     """A tool call, from the model writing it to its result.
 
     Its ``status`` is ``writing`` (arguments still streaming), ``waiting`` (written, not started),
@@ -131,21 +131,6 @@ class ToolBlock(Static, can_focus=True):
             return  # the click ended a text selection: leave the block as it is
         event.stop()
         self.action_expand()
-
-    def _set_status(self, status: str) -> None:
-        self.status = status
-        if self.is_mounted:  # a block built from history gets its class once, when mounted (a class costs ~1 ms)
-            self._show_status_class()
-
-    def _show_status_class(self) -> None:
-        wanted = "-" + self.status.replace(" ", "-")
-        if wanted != self._status_class:
-            self.remove_class(self._status_class)
-            self.add_class(wanted)
-            self._status_class = wanted
-
-    def _refresh_content(self) -> None:
-        self.update(self._content())
 
     def _content(self) -> Text:
         change = self.change

@@ -58,7 +58,9 @@ class ChildHost:
         headless: bool = False,
         notice: str = "",
         child: ChildOpening | None = None,
+        advisor: str | None = None,
     ) -> Session:  # pragma: no cover - the host's
+        """Open a session in a task of the host's (the host's method)."""
         raise NotImplementedError
 
     _face: MCPServer | None = None
