@@ -129,9 +129,23 @@ class Children:
         going = {k: c for k, c in self._known.items() if c.status not in FINISHED}
         if self._parent is not None and not self._listed:
             # A new server for a parent that had children (Loom restarted) knows none of them: the face does. Once
-            # is enough: the children started since are this server's own.
+            # is enough: the children started since are this server's own. Besides those still going, the children
+            # the parent's current run started are its to collect: a wait the resumed run calls again must report
+            # the child that finished before the crash too, as the wait the crash cut off would have.
             self._listed = True
+            current = await self._current_run(loom, self._parent)
             for info in await loom.list_sessions():
-                if info.parent_session_id == self._parent and info.state == "active" and info.session_id not in going:
+                if info.parent_session_id != self._parent or info.session_id in self._known:
+                    continue
+                if info.state == "active" or (current and info.parent_run_id == current):
                     going[info.session_id] = await self.own(loom, info.session_id)
         return going
+
+    @staticmethod
+    async def _current_run(loom: LoomClient, session_id: str) -> str:
+        """The run of the session's newest event (while a tool of its run is called: that run), else ""."""
+        last_seq = (await loom.get_session(session_id)).last_seq
+        if last_seq <= 0:
+            return ""
+        page = await loom.read_events(session_id, before_seq=last_seq + 1, limit=1)
+        return next((run for e in reversed(page.events) if (run := getattr(e, "run_id", None))), "")
