@@ -298,11 +298,14 @@ class SessionHost(RunDesk, SessionRecords, IdleCloser, ChildHost):
         text: str | None,
         max_steps: int,
         ahead: list[RunHandle] | None = None,
+        gate: anyio.Event | None = None,
     ) -> None:
         """Drive a new run answering ``text``, or (``text`` None) resume the interrupted run ``handle.run_id``."""
         relay = self.relay_for(session, handle, text)
         try:
             with handle.scope:
+                if gate is not None:
+                    await gate.wait()
                 for other in ahead or ():
                     await other.done.wait()
                 handle.status = "running"
@@ -348,11 +351,14 @@ class SessionHost(RunDesk, SessionRecords, IdleCloser, ChildHost):
             if relay is not None and not session.stopping:
                 await self.relay_finish(relay)
 
-    async def resume_run(self, run_id: str, *, headless: bool | None = None) -> RunHandle:
+    async def resume_run(
+        self, run_id: str, *, headless: bool | None = None, gate: anyio.Event | None = None
+    ) -> RunHandle:
         """Resume an ``interrupted`` or ``needs_review`` run under its own id, in the background.
 
         ``headless``: nobody will answer a review, so a call that needs one ends the run ``needs_review``
-        with nothing run again (None: as the session was opened).
+        with nothing run again (None: as the session was opened). ``gate``: the run is in progress at once (its
+        handle says so) but goes on only when the event is set.
 
         Raises:
             HostError: no such run, it is not resumable (still going, finished, or not its session's
@@ -387,9 +393,9 @@ class SessionHost(RunDesk, SessionRecords, IdleCloser, ChildHost):
         self.runs[run_id] = handle
         self.live.add(handle)
         if never_started is not None:  # queued when Loom stopped: run the message from the beginning
-            self._tg.start_soon(self._drive, session, handle, never_started.text, never_started.max_steps)
+            self._tg.start_soon(self._drive, session, handle, never_started.text, never_started.max_steps, None, gate)
         else:
-            self._tg.start_soon(self._drive, session, handle, None, 0)
+            self._tg.start_soon(self._drive, session, handle, None, 0, None, gate)
         return handle
 
     async def resume_interrupted(self) -> list[str]:
@@ -400,11 +406,17 @@ class SessionHost(RunDesk, SessionRecords, IdleCloser, ChildHost):
         the parent's stream, ended with it).
         """
         started: list[str] = []
-        for run_id in await self.parents_first(self.interrupted):
-            try:
-                await self.resume_run(run_id)
-            except HostError as exc:
-                logger.warning("not resuming run %s: %s", run_id, exc)
-                continue
-            started.append(run_id)
+        # Every run is in progress before any goes on: a parent resumed first must not see its child's run as the
+        # store has it (interrupted, so ended) and stop waiting for it in the moment before the child's is resumed.
+        gate = anyio.Event()
+        try:
+            for run_id in await self.parents_first(self.interrupted):
+                try:
+                    await self.resume_run(run_id, gate=gate)
+                except HostError as exc:
+                    logger.warning("not resuming run %s: %s", run_id, exc)
+                    continue
+                started.append(run_id)
+        finally:
+            gate.set()
         return started
