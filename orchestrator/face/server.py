@@ -33,7 +33,7 @@ from orchestrator.face.models import child_model, top_level_model
 from orchestrator.face.orchestrate_tools import add_orchestrate_tools
 from orchestrator.face.review_tools import add_review_tools
 from orchestrator.face.rewind_tools import add_rewind_tools
-from orchestrator.loop.approvals import MODES, PendingApproval
+from orchestrator.loop.approvals import PendingApproval
 from orchestrator.models import ModelSpecError
 from orchestrator.protocol import (
     DRIVING_CLIENT_META,
@@ -190,8 +190,6 @@ def build_face(host: SessionHost) -> MCPServer:
         if parent_session_id is None and (agent is not None or allow is not None):
             raise ToolError("agent and allow are for a child session: give parent_session_id too")
         if parent_session_id is not None:
-            if mode is not None and mode not in MODES:
-                raise ToolError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
             if cwd:
                 check_directory(cwd)
             with _tool_errors():

@@ -23,7 +23,6 @@ import anyio
 from orchestrator.events import ApprovalDecided, ApprovalKind, ApprovalRequested, Event
 from orchestrator.hub.pool import HubTool
 from orchestrator.policy import MODES as POLICY_MODES
-from orchestrator.policy import decide
 from orchestrator.policy.engine import Mode as PolicyMode
 from orchestrator.policy.narrowing import Bounds
 from orchestrator.policy.protected import Protected
@@ -38,25 +37,6 @@ Verdict = Literal["allow", "ask", "deny"]
 
 class ApprovalError(Exception):
     """An approval cannot be decided (unknown id, already decided); the message says which."""
-
-
-def verdict(
-    mode: str,
-    tool: HubTool,
-    arguments: Mapping[str, Any] | None = None,
-    rules: Sequence[Rule] = (),
-    cwd: str = ".",
-    protected: Protected | None = None,
-) -> tuple[Verdict, str, bool]:
-    """What policy says about calling ``tool`` with ``arguments`` in ``mode`` under ``rules``, and why.
-
-    A mode the engine does not know is treated as ``ask``. The third value says the call would change Loom's own
-    configuration (``protected``), which "approve for the session" never covers.
-    """
-    policy_mode = mode if mode in POLICY_MODES else "ask"
-    decision = decide(policy_mode, tool.name, tool.annotations, arguments or {}, rules, cwd, protected)
-    # Callers read an empty reason for an allowed call; the engine's reason only matters otherwise.
-    return decision.verdict, "" if decision.verdict == "allow" else decision.reason, decision.protected
 
 
 def headless_denial(tool: str, why: str, *, own_config: bool = False) -> str:

@@ -32,12 +32,11 @@ from orchestrator.events import (
     ChildFinished,
     ChildStarted,
     Event,
-    RunFinished,
     SessionCreated,
     ToolCallStarted,
 )
 from orchestrator.models.base import Model
-from orchestrator.policy.engine import Mode
+from orchestrator.policy.engine import MODES, Mode
 from orchestrator.policy.narrowing import (
     ChildRequest,
     NarrowingError,
@@ -46,7 +45,6 @@ from orchestrator.policy.narrowing import (
     stricter,
 )
 from orchestrator.runtime.host_runs import HostError, RunHandle
-from orchestrator.runtime.lineage import Lineage
 from orchestrator.runtime.runtime import ChildOpening, Session
 from orchestrator.store.eventlog import EventLog
 from orchestrator.store.interface import SessionRecord
@@ -116,10 +114,9 @@ async def child_opening(
         bounds = parent.approvals.bounds.narrow(request, available=[t.name for t in parent.hub.tools])
     except NarrowingError as exc:
         raise HostError(str(exc)) from exc
-    lineage = Lineage(
-        parent_session_id=parent.id,
+    lineage = parent.lineage.child(
+        parent.id,
         parent_run_id=parent_run_id,
-        ancestors=(parent.id, *parent.lineage.ancestors),
         agent=definition.name if definition is not None else "",
         role=definition.prompt if definition is not None else "",
     )
@@ -140,7 +137,7 @@ async def reopening(parent: Session, record: SessionRecord, log: EventLog, home:
     try:
         request = request_from_json(created.request or {}) if created is not None else ChildRequest("the child")
         parent_mode = parent.approvals.bounds.effective_mode
-        own = cast(Mode, record.mode) if record.mode in ("plan", "ask", "accept-edits", "bypass") else "ask"
+        own: Mode = record.mode if record.mode in MODES else "ask"
         request = replace(request, mode=stricter(own, parent_mode), cwd=record.cwd)
         bounds = parent.approvals.bounds.narrow(request)
     except NarrowingError as exc:
@@ -152,13 +149,7 @@ async def reopening(parent: Session, record: SessionRecord, log: EventLog, home:
         except HostError:
             logger.warning("child session %s: agent %r is no longer defined; it runs without its role", record.id,
                            record.agent)  # fmt: skip
-    lineage = Lineage(
-        parent_session_id=parent.id,
-        parent_run_id=record.parent_run_id,
-        ancestors=(parent.id, *parent.lineage.ancestors),
-        agent=record.agent,
-        role=role,
-    )
+    lineage = parent.lineage.child(parent.id, parent_run_id=record.parent_run_id, agent=record.agent, role=role)
     return ChildOpening(bounds, lineage, None)
 
 
@@ -185,8 +176,11 @@ class ChildRelay:
 
     async def start(self) -> None:
         """Record ``child_started`` on the parent's stream; what the child stores from now on is passed up."""
-        record = await self.log.store.get_session(self.child.id)
-        self.after_seq = self.log.newest_held(self.child.id) or (record.last_seq if record is not None else 0)
+        held = self.log.newest_held(self.child.id)
+        if held is None:  # not written through this log yet (reopened, nothing stored since): the store knows
+            record = await self.log.store.get_session(self.child.id)
+            held = record.last_seq if record is not None else 0
+        self.after_seq = held
         goal = self.goal if self.goal is not None else "(resumed after an interruption)"
         await self.log.append(
             ChildStarted(
@@ -255,6 +249,4 @@ class ChildRelay:
             return event.model_copy(update={**here, "child_session_id": event.child_session_id or self.child.id})
         if isinstance(event, ChildStarted | ChildActivity | ChildFinished):
             return event.model_copy(update=here)  # a grandchild's, already tagged with it
-        if isinstance(event, RunFinished):
-            return None  # child_finished says it, with the elapsed time
-        return None
+        return None  # the rest (its run's end too: child_finished says it, with the elapsed time) stays the child's

@@ -151,6 +151,11 @@ class SessionHost(RunDesk, SessionRecords, IdleCloser, ChildHost):
             raise HostError(f"cannot use {str(cwd)[:200]!r} as the working directory: {exc.strerror or exc}") from exc
         return await self._open(resolved, model, mode, None, headless, notice, advisor=advisor)
 
+    async def open_child(self, model: Model, opening: ChildOpening) -> Session:
+        """Open a new child session in its bounds' directory and mode (nobody to ask if its chain has nobody)."""
+        bounds = opening.bounds
+        return await self._open(Path(bounds.cwd), model, bounds.mode, None, bounds.deny_asks, child=opening)
+
     async def _open(
         self,
         cwd: Path,

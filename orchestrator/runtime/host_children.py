@@ -49,18 +49,8 @@ class ChildHost:
         """An open session (the host's method)."""
         raise NotImplementedError
 
-    async def _open(
-        self,
-        cwd: Path,
-        model: Model,
-        mode: str,
-        session_id: str | None,
-        headless: bool = False,
-        notice: str = "",
-        child: ChildOpening | None = None,
-        advisor: str | None = None,
-    ) -> Session:  # pragma: no cover - the host's
-        """Open a session in a task of the host's (the host's method)."""
+    async def open_child(self, model: Model, opening: ChildOpening) -> Session:  # pragma: no cover - the host's
+        """Open a new child session with its bounds in a task of the host's (the host's method)."""
         raise NotImplementedError
 
     _face: MCPServer | None = None
@@ -119,10 +109,8 @@ class ChildHost:
             mode=mode,
             cwd=cwd,
         )
-        where = Path(opening.bounds.cwd)
-        chosen = choose_model(model, parent.model.name, definition, where)
-        bounds = opening.bounds
-        return await self._open(where, chosen, bounds.mode, None, bounds.deny_asks, child=opening)
+        chosen = choose_model(model, parent.model.name, definition, Path(opening.bounds.cwd))
+        return await self.open_child(chosen, opening)
 
     def relay_for(self, session: Session, handle: RunHandle, goal: str | None) -> ChildRelay | None:
         """The relay of a child's run to its parent's stream (None for a top-level session's run)."""

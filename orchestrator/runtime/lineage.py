@@ -48,6 +48,10 @@ class Lineage:
         """The session's level: 1 for a top-level session, 2 for its children, and so on."""
         return len(self.ancestors) + 1
 
+    def child(self, session_id: str, *, parent_run_id: str, agent: str, role: str) -> Lineage:
+        """The place of a child of the session ``session_id``, whose lineage this is."""
+        return Lineage(session_id, parent_run_id, (session_id, *self.ancestors), agent, role)
+
     def role_prompt(self) -> str:
         """What the system prompt gains: nothing for a top-level session; the child note and the agent's role."""
         if not self.is_child:

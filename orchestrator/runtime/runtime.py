@@ -184,7 +184,8 @@ class Runtime:
             events = await self.log.store.read_events(session_id)
             history = rebuild_history(events)
             created = events[0] if events and isinstance(events[0], SessionCreated) else None
-            advisor = created.advisor or None if created is not None else advisor
+            if created is not None:  # a reopened session keeps the advisor it was created with
+                advisor = created.advisor or None
             approved = approved_for_session(events)
         adviser = self._advisor(model, cwd, advisor)  # AdvisorError (an unknown mode) before anything is recorded
         if notice:
