@@ -225,6 +225,76 @@ class ServerFailed(_EventBase):
     error: str
 
 
+ServerState = Literal["starting", "ready", "degraded", "failed", "stopped"]
+"""Where a supervised MCP server is: ``degraded`` answers but slowly or with errors (a failed health check),
+``failed`` does not answer and waits for a restart, ``stopped`` was closed (or is ``disabled`` in its config)."""
+
+
+class ServerStateChanged(_EventBase):
+    """An external MCP server's supervisor saw it change state (with the reason and, for stdio, its stderr tail)."""
+
+    type: Literal["server_state"] = "server_state"
+    server: str
+    state: ServerState
+    reason: str = ""
+    stderr_tail: str = ""
+    restarts: int = 0
+    """How many times this session's supervisor has restarted the server so far."""
+    tools: int | None = None
+    """How many tools it lists, once ``ready``."""
+
+
+class ServerLog(_EventBase):
+    """A log message an MCP server sent at warning or above (every level goes to the server's log file)."""
+
+    type: Literal["server_log"] = "server_log"
+    server: str
+    level: str
+    logger: str = ""
+    message: str
+
+
+class ToolProgress(_EventBase):
+    """A server reported progress on a tool call in flight. Live only: never stored."""
+
+    type: Literal["tool_progress"] = "tool_progress"
+    run_id: str
+    call_id: str
+    tool: str
+    progress: float
+    total: float | None = None
+    message: str = ""
+
+
+class QuestionAsked(_EventBase):
+    """An MCP server asked the user something (elicitation); any attached client may answer it."""
+
+    type: Literal["question_asked"] = "question_asked"
+    run_id: str = ""
+    question_id: str
+    server: str
+    message: str
+    requested_schema: dict[str, Any] = Field(default_factory=dict)
+    """The JSON schema of the answer (form mode); empty in url mode."""
+    mode: Literal["form", "url"] = "form"
+    url: str = ""
+    child_session_id: str = ""
+    """Set on the copy shown on an ancestor's stream, as on :class:`ApprovalRequested`."""
+
+
+class QuestionAnswered(_EventBase):
+    """A question was answered, declined or cancelled; the first answer wins."""
+
+    type: Literal["question_answered"] = "question_answered"
+    run_id: str = ""
+    question_id: str
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, Any] | None = None
+    answered_by: str
+    reason: str = ""
+    child_session_id: str = ""
+
+
 class RunResumed(_EventBase):
     """An interrupted run continues under its own id, after step ``after_step``.
 
@@ -509,6 +579,11 @@ Event = Annotated[
     | ApprovalRequested
     | ApprovalDecided
     | ServerFailed
+    | ServerStateChanged
+    | ServerLog
+    | ToolProgress
+    | QuestionAsked
+    | QuestionAnswered
     | RunResumed
     | RunFinished
     | ContextWatermark

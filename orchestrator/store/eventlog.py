@@ -45,7 +45,7 @@ from orchestrator.events import (
 from orchestrator.store.interface import Store
 
 SUBSCRIBER_BUFFER = 10_000
-LIVE_ONLY = frozenset({"text_delta", "tool_call_delta"})
+LIVE_ONLY = frozenset({"text_delta", "tool_call_delta", "tool_progress"})
 """Event types that are published but never stored."""
 TAIL_EVENTS = 128
 """Stored events kept in memory per session: a follower further behind reads the store."""
