@@ -2,9 +2,12 @@
 
 Every request passes, in order: the Host/Origin check (421 for a foreign ``Host``, 403 for a foreign
 ``Origin``: a web page that rebinds a DNS name to 127.0.0.1 never gets further), then the bearer
-token (401 with ``WWW-Authenticate``), then the route. Nothing, not even a 404, is answered to a
-request without the token. The MCP app itself adds the body limit (413 over 4 MiB) and JSON-RPC
-parse errors (400).
+token (a 401 whose body and ``WWW-Authenticate`` say how to pass it and where it is: see
+:mod:`orchestrator.daemon.challenge`), then the route. Nothing else, not even a 404, is answered to a
+request without the token, except the OAuth discovery and registration paths, which answer 404 with
+the same explanation so that no client starts an OAuth flow that cannot succeed. The MCP app itself
+adds the body limit (413 over 4 MiB) and JSON-RPC parse errors (400). Legacy-era SSE streams carry
+event ids and resume from ``Last-Event-ID`` (:mod:`orchestrator.daemon.resume`).
 """
 
 from __future__ import annotations
@@ -12,11 +15,12 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import anyio
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.applications import Starlette
@@ -24,10 +28,12 @@ from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Mount, Route, request_response
+from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from orchestrator.daemon.auth import StaticTokenVerifier
+from orchestrator.daemon.challenge import TokenGate
+from orchestrator.daemon.resume import BoundedEventStore, SessionScope
 
 MCP_PATH = "/mcp"
 
@@ -115,7 +121,14 @@ async def _shutting_down(scope: Scope, receive: Receive, send: Send) -> None:
     await Response(json.dumps(body), status_code=503, media_type="application/json")(scope, receive, send)
 
 
-def build_app(face: MCPServer, token: str, *, info: Mapping[str, Any] | None = None) -> Starlette:
+def build_app(
+    face: MCPServer,
+    token: str,
+    *,
+    info: Mapping[str, Any] | None = None,
+    token_file: Path | None = None,
+    event_store: BoundedEventStore | None = None,
+) -> Starlette:
     """The daemon's Starlette app serving ``face`` at ``/mcp``.
 
     Its lifespan runs the face's session manager; serve it with the lifespan on (uvicorn does by
@@ -125,8 +138,11 @@ def build_app(face: MCPServer, token: str, *, info: Mapping[str, Any] | None = N
         face: the MCP server to expose; :meth:`MCPServer.streamable_http_app` is called on it once.
         token: the bearer token every request must carry.
         info: extra fields for ``GET /health`` (pid, version, ...).
+        token_file: where the token is, named in every 401 (never the token itself).
+        event_store: where legacy-era SSE events are kept for ``Last-Event-ID`` (a new bounded one if None).
     """
     settings = transport_security()
+    store = event_store if event_store is not None else BoundedEventStore()
     mcp_app = face.streamable_http_app(
         streamable_http_path=MCP_PATH,
         # Legacy-era clients get sessions (Mcp-Session-Id) and a back-channel; modern requests are
@@ -135,6 +151,9 @@ def build_app(face: MCPServer, token: str, *, info: Mapping[str, Any] | None = N
         # SSE responses, so that progress and log notifications reach the caller mid-request.
         json_response=False,
         transport_security=settings,
+        # Event ids on every SSE message of a 2025-era stream and replay from Last-Event-ID; 2026-07-28 requests
+        # are single exchanges the SDK never stores.
+        event_store=store,
     )
     health_body = {"ok": True, **(info or {})}
 
@@ -147,17 +166,17 @@ def build_app(face: MCPServer, token: str, *, info: Mapping[str, Any] | None = N
         async with face.session_manager.run():
             yield
 
-    no_scopes: list[str] = []
     return Starlette(
         routes=[
-            Route("/health", RequireAuthMiddleware(request_response(health), no_scopes), methods=["GET"]),
+            Route("/health", health, methods=["GET"]),
             # Mounted at "/" rather than "/mcp": a Mount("/mcp") answers POST /mcp with a 307 to /mcp/.
-            Mount("/", app=RequireAuthMiddleware(mcp_app, no_scopes)),
+            Mount("/", app=SessionScope(mcp_app, store)),
         ],
         middleware=[
             Middleware(HostOriginGuard, settings=settings),
             Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(StaticTokenVerifier(token))),
             Middleware(AuthContextMiddleware),
+            Middleware(TokenGate, token_file=token_file),
         ],
         lifespan=lifespan,
     )

@@ -34,7 +34,7 @@ import uvicorn
 
 from orchestrator.config import LoomConfig, ServerConfig
 from orchestrator.daemon.app import MCP_PATH, RequestGate, build_app
-from orchestrator.daemon.auth import ensure_home, ensure_token
+from orchestrator.daemon.auth import ensure_home, ensure_token, token_path
 from orchestrator.daemon.discovery import Discovery, InstanceLock, remove_discovery, write_discovery
 from orchestrator.runtime.lock import HomeInUse
 
@@ -213,7 +213,8 @@ async def _serve(
         if auto_resume:  # after the runs: an orchestration waits for its children's resumed runs, never restarts them
             orchestrations = await host.orchestrations.resume_unfinished()
             logger.info("autoResume: resumed %d unfinished orchestrations", len(orchestrations))
-        gate = RequestGate(build_app(build_face(host), token, info={"pid": os.getpid(), "url": url}))
+        info = {"pid": os.getpid(), "url": url}
+        gate = RequestGate(build_app(build_face(host), token, info=info, token_file=token_path(home)))
         server_config = uvicorn.Config(
             gate,
             host=HOST,
