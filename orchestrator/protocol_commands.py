@@ -1,4 +1,4 @@
-"""The face's results for the tools behind a client's commands: a session's mode, its skills, the known models.
+"""The face's results for the tools behind a client's commands: a session's mode, its skills.
 
 Part of the face's protocol like :mod:`orchestrator.protocol` (``docs/protocol.md`` lists them), kept in a
 module of their own. Only pydantic is imported, so a client pays for nothing else.
@@ -7,6 +7,8 @@ module of their own. Only pydantic is imported, so a client pays for nothing els
 from __future__ import annotations
 
 from pydantic import BaseModel
+
+from orchestrator.protocol_servers import ModelList  # list_models moved beside list_servers; kept importable here
 
 __all__ = ["ModeInfo", "ModelList", "SkillInfo", "SkillList"]
 
@@ -36,14 +38,3 @@ class SkillList(BaseModel):
     session_id: str
     skills: list[SkillInfo]
     problems: list[str] = []
-
-
-class ModelList(BaseModel):
-    """What ``switch_model`` and ``create_session`` accept, as far as this Loom knows."""
-
-    providers: list[str]
-    """Every spec is ``PROVIDER:NAME`` with one of these providers."""
-    default: str
-    """The model a new session gets when none is named."""
-    models: list[str]
-    """Models this Loom has seen used (by its sessions) or is configured with, newest first; others work too."""

@@ -179,6 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
     from clients.cli.orchestrate import add_parser as add_orchestrate  # standard library only, like this module
 
     add_orchestrate(sub)
+    from clients.cli.servers import add_parsers as add_servers  # standard library only, like this module
+
+    add_servers(sub)
     runs = sub.add_parser("runs", help="list recent runs")
     runs.add_argument("--limit", type=_positive_int, default=20, metavar="N", help="show at most N runs (default 20)")
     review = sub.add_parser(
@@ -237,6 +240,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from clients.cli.orchestrate import orchestrate
 
         return orchestrate(args)
+    if args.command in ("servers", "models"):
+        from clients.cli import servers as listing
+
+        return listing.servers(args) if args.command == "servers" else listing.models(args)
     if args.command == "trust":
         from clients.cli.trust import trust_command
 

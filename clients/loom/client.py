@@ -26,8 +26,9 @@ from orchestrator.protocol import (
     SessionInfo,
     SessionList,
 )
-from orchestrator.protocol_commands import ModeInfo, ModelList, SkillList
+from orchestrator.protocol_commands import ModeInfo, SkillList
 from orchestrator.protocol_review import ReviewInfo
+from orchestrator.protocol_servers import ModelList, ServerList
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -268,8 +269,13 @@ class LoomClient:
         return await self.call("list_skills", SkillList, session_id=session_id)
 
     async def list_models(self) -> ModelList:
-        """The model providers, the default model and the models this Loom has seen used."""
+        """The models a session can run on (configured, default, used), with their context windows."""
         return await self.call("list_models", ModelList)
+
+    async def list_servers(self, session_id: str | None = None) -> ServerList:
+        """Each MCP server's state: ``session_id``'s live ones if it is open, else the configured ones probed."""
+        arguments = {} if session_id is None else {"session_id": session_id}
+        return await self.call("list_servers", ServerList, **arguments)
 
     # -- many agents: review and orchestrate ----------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""The face's tools behind a client's commands: change a session's mode, list its skills and the known models.
+"""The face's tools behind a client's commands: change a session's mode, list its skills.
 
 ``set_mode`` is a person's control over policy, so it belongs to the face's clients alone: a session's model
 reaches tools through the hub, never the face, and cannot read the daemon's token (``$LOOM_HOME`` is hidden
@@ -19,10 +19,9 @@ from mcp.types import ToolAnnotations
 from orchestrator.context.instructions import project_root
 from orchestrator.context.skills import find_skills
 from orchestrator.events import ModeChanged
-from orchestrator.models import PROVIDERS, choose_model_spec
 from orchestrator.policy import MODES
 from orchestrator.policy.narrowing import NarrowingError
-from orchestrator.protocol_commands import ModeInfo, ModelList, SkillInfo, SkillList
+from orchestrator.protocol_commands import ModeInfo, SkillInfo, SkillList
 from orchestrator.runtime.host import HostError, SessionHost
 
 __all__ = ["add_command_tools"]
@@ -32,12 +31,8 @@ _CHANGES_POLICY = ToolAnnotations(
     read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
 )
 
-_LISTED_MODELS = 20
-"""How many models ``list_models`` names: enough for a completion list."""
-
-
 def add_command_tools(face: MCPServer, host: SessionHost) -> None:
-    """Register ``set_mode``, ``list_skills`` and ``list_models`` on ``face``."""
+    """Register ``set_mode`` and ``list_skills`` on ``face`` (``list_models`` is in :mod:`.server_tools`)."""
 
     @face.tool(annotations=_CHANGES_POLICY)
     async def set_mode(session_id: str, mode: str, ctx: Context, changed_by: str = "") -> ModeInfo:
@@ -84,12 +79,3 @@ def add_command_tools(face: MCPServer, host: SessionHost) -> None:
 
         skills, problems = await anyio.to_thread.run_sync(scan)
         return SkillList(session_id=session_id, skills=skills, problems=problems)
-
-    @face.tool(annotations=_READ_ONLY)
-    async def list_models() -> ModelList:
-        """The model providers, the default model, and models this Loom's sessions have used (others work too)."""
-        default = choose_model_spec(None, host.runtime.model)
-        seen = [default, *([host.runtime.model] if host.runtime.model else [])]
-        seen += [r.model for r in await host.list_sessions(include_archived=True)]
-        models = list(dict.fromkeys(m for m in seen if m))[:_LISTED_MODELS]
-        return ModelList(providers=list(PROVIDERS), default=default, models=models)

@@ -60,6 +60,7 @@ TOOL_GROUPS: tuple[tuple[str, Callable[[str], bool]], ...] = (
     ("Events", lambda n: "event" in n),
     ("Approvals and questions", lambda n: "approval" in n or "question" in n),
     ("Checkpoints and rewind", lambda n: "checkpoint" in n or "rewind" in n),
+    ("Servers and models", lambda n: n in ("list_servers", "list_models")),
     ("Context", lambda n: "compact" in n or "model" in n),
     ("Mode and skills", lambda n: n.endswith(("_mode", "_skills"))),
     ("Review", lambda n: n in ("review", "review_result")),

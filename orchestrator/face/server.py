@@ -33,6 +33,7 @@ from orchestrator.face.models import child_model, top_level_model
 from orchestrator.face.orchestrate_tools import add_orchestrate_tools
 from orchestrator.face.review_tools import add_review_tools
 from orchestrator.face.rewind_tools import add_rewind_tools
+from orchestrator.face.server_tools import add_server_tools
 from orchestrator.loop.approvals import PendingApproval
 from orchestrator.models import ModelSpecError
 from orchestrator.protocol import (
@@ -382,6 +383,7 @@ def build_face(host: SessionHost) -> MCPServer:
     add_command_tools(face, host)
     add_orchestrate_tools(face, host)
     add_review_tools(face, host)
+    add_server_tools(face, host)
     return face
 
 

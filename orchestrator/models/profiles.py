@@ -30,6 +30,8 @@ _KNOWN: tuple[tuple[str, int], ...] = (
     ("openai:moonshot*", 128_000),
     ("scripted:*", 200_000),
 )
+KNOWN_WINDOWS = _KNOWN
+"""Loom's built-in windows by ``provider:name`` pattern, most specific first (``list_models`` shows them)."""
 
 
 @dataclass(frozen=True, slots=True)
