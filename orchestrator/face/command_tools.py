@@ -31,6 +31,7 @@ _CHANGES_POLICY = ToolAnnotations(
     read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
 )
 
+
 def add_command_tools(face: MCPServer, host: SessionHost) -> None:
     """Register ``set_mode`` and ``list_skills`` on ``face`` (``list_models`` is in :mod:`.server_tools`)."""
 
