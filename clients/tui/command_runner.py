@@ -20,9 +20,11 @@ from clients.tui.connection import DECIDED_BY
 from clients.tui.delegate_commands import CommandRefused, DelegateCommands
 from clients.tui.help import help_text
 from clients.tui.prompt import Prompt
+from clients.tui.servers_view import ServersScreen
 from clients.tui.sessions_panel import SessionsPanel
 from orchestrator.events import Event, ModeChanged, Notice, RunFinished, RunResumed, RunStarted
 from orchestrator.protocol import CompactionInfo
+from orchestrator.protocol_servers import ServerList
 
 if TYPE_CHECKING:
     from clients.tui.app import LoomApp
@@ -61,6 +63,7 @@ class CommandRunner:
             "resume": self._resume,
             "cancel": self._cancel,
             "trace": self._trace,
+            "servers": self._servers,
             "review": delegate.review,
             "orchestrate": delegate.orchestrate,
         }
@@ -263,6 +266,20 @@ class CommandRunner:
                 cursor = page.next_after_seq
         head = {"run_id": run.run_id, "session_id": run.session_id, "status": run.status}
         self.notice(render_timeline(head, build_timeline(events, run_id)).rstrip())
+
+    async def _servers(self, loom: LoomClient, args: str) -> None:
+        session_id = self.app.session_id  # its live states; with no session yet, the configured servers probed
+
+        async def fetch() -> ServerList:
+            current = self.app.loom  # the one connected now: the screen may outlive a reconnect
+            if current is None:
+                raise FaceError("not connected to the daemon; r tries again", "list_servers")
+            return await current.list_servers(session_id)
+
+        def closed(_: None) -> None:
+            self.prompt.focus()
+
+        self.app.push_screen(ServersScreen(fetch), closed)
 
     async def _refresh_known(self) -> None:
         loom = self.app.loom

@@ -34,6 +34,7 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("review", "[TARGET]", "a reviewer child checks the changes here: verdict and findings at file:line"),
     CommandSpec("orchestrate", "GOAL | cancel", "plan GOAL as a task graph run by child sessions, shown live"),
     CommandSpec("sessions", "", "show the sessions panel"),
+    CommandSpec("servers", "", "each MCP server's state, tools, restarts, latency and last error"),
     CommandSpec("help", "", "commands and keys"),
 )
 """The built-in commands, in the order ``/help`` lists them; a skill is invoked as ``/NAME`` besides these."""
