@@ -3,7 +3,14 @@
 External servers use the standard ``mcpServers`` format shared by Claude Code, Cursor and Gemini CLI:
 ``{"mcpServers": {"name": {"command": ..., "args": [...], "env": {...}}}}`` for stdio servers and
 ``{"name": {"url": ..., "headers": {...}}}`` for streamable HTTP. Values may reference environment
-variables as ``${VAR}`` so that secrets stay out of the file.
+variables as ``${VAR}`` so that secrets stay out of the file. An entry's ``"type"`` (``"stdio"``, ``"http"``
+(also ``"streamable-http"``), or ``"sse"`` for the legacy HTTP+SSE transport) says how to reach it; without one,
+``command`` means stdio and ``url`` streamable HTTP. ``"disabled": true`` keeps an entry in the file without
+starting it (it is listed as stopped).
+
+Supervision: each external server's idle connection is checked every ``healthInterval`` seconds (default
+:data:`DEFAULT_HEALTH_INTERVAL_S`), each check bounded by ``healthTimeout`` seconds (default
+:data:`DEFAULT_HEALTH_TIMEOUT_S`); see :mod:`orchestrator.hub.supervisor`.
 
 Time limits: ``timeout`` (seconds per call) and ``toolTimeouts`` (``{"remote tool name": seconds}``)
 in an ``mcpServers`` entry, and a top-level ``toolTimeouts`` keyed by namespaced tool name or server
@@ -52,6 +59,14 @@ __all__ = [
 
 DEFAULT_CALL_TIMEOUT_S = 600.0
 DEFAULT_STARTUP_TIMEOUT_S = 30.0
+DEFAULT_HEALTH_INTERVAL_S = 30.0
+"""Seconds between health checks of an external server's idle connection."""
+DEFAULT_HEALTH_TIMEOUT_S = 10.0
+"""Seconds a health check (a ping, or a cheap listing where the era has no ping) may take."""
+
+Transport = Literal["stdio", "http", "sse"]
+"""How an external server is reached: a child process, streamable HTTP, or the legacy HTTP+SSE transport."""
+_TYPES: dict[str, Transport] = {"stdio": "stdio", "http": "http", "streamable-http": "http", "sse": "sse"}
 
 
 BUILT_IN_SERVERS = frozenset({"fs", "shell", "memory", "loom"})
@@ -67,7 +82,7 @@ class ServerConfig:
     """One external MCP server."""
 
     name: str
-    transport: Literal["stdio", "http"]
+    transport: Transport
     command: str = ""
     args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict[str, str])
@@ -80,6 +95,12 @@ class ServerConfig:
     """Per-tool limits from the entry's ``toolTimeouts``, keyed by the server's own tool name."""
     source: str = ""
     """The file this entry came from, for error messages."""
+    disabled: bool = False
+    """``"disabled": true``: listed (as stopped) but never started."""
+    health_interval_s: float = DEFAULT_HEALTH_INTERVAL_S
+    """``healthInterval``: seconds between health checks of the idle connection."""
+    health_timeout_s: float = DEFAULT_HEALTH_TIMEOUT_S
+    """``healthTimeout``: seconds one health check may take before it counts as failed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,17 +215,28 @@ def parse_server(name: str, raw: object, source: str) -> ServerConfig:
     """Validate one ``mcpServers`` entry.
 
     Raises:
-        ConfigError: the entry is not a usable stdio or HTTP server description.
+        ConfigError: the entry is not a usable stdio, streamable HTTP or SSE server description.
     """
     where = f"{source}: mcpServers.{name}"
     if not isinstance(raw, dict):
         raise ConfigError(f"{where} must be an object with 'command' (stdio) or 'url' (HTTP)")
     entry: dict[str, Any] = raw
-    startup_timeout_s = _number(entry.get("startupTimeout"), f"{where}.startupTimeout", DEFAULT_STARTUP_TIMEOUT_S)
-    call_timeout_s = _number(entry.get("timeout"), f"{where}.timeout", DEFAULT_CALL_TIMEOUT_S)
-    tool_timeouts_s = _timeouts(entry.get("toolTimeouts"), f"{where}.toolTimeouts")
-    if "command" in entry:
-        command, args = entry["command"], entry.get("args", [])
+    disabled = entry.get("disabled", False)
+    if not isinstance(disabled, bool):
+        raise ConfigError(f"{where}.disabled must be true or false, not {disabled!r}")
+    common: dict[str, Any] = {
+        "name": name,
+        "source": source,
+        "disabled": disabled,
+        "startup_timeout_s": _number(entry.get("startupTimeout"), f"{where}.startupTimeout", DEFAULT_STARTUP_TIMEOUT_S),
+        "call_timeout_s": _number(entry.get("timeout"), f"{where}.timeout", DEFAULT_CALL_TIMEOUT_S),
+        "tool_timeouts_s": _timeouts(entry.get("toolTimeouts"), f"{where}.toolTimeouts"),
+        "health_interval_s": _number(entry.get("healthInterval"), f"{where}.healthInterval", DEFAULT_HEALTH_INTERVAL_S),
+        "health_timeout_s": _number(entry.get("healthTimeout"), f"{where}.healthTimeout", DEFAULT_HEALTH_TIMEOUT_S),
+    }
+    kind = _transport(entry, where)
+    if kind == "stdio":
+        command, args = entry.get("command"), entry.get("args", [])
         if not isinstance(command, str) or not command:
             raise ConfigError(f"{where}.command must be a non-empty string")
         if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
@@ -213,32 +245,41 @@ def parse_server(name: str, raw: object, source: str) -> ServerConfig:
         if cwd is not None and not isinstance(cwd, str):
             raise ConfigError(f"{where}.cwd must be a string")
         return ServerConfig(
-            name=name,
             transport="stdio",
             command=_expand(command, f"{where}.command"),
             args=tuple(_expand(a, f"{where}.args") for a in args),
             env=_str_map(entry.get("env"), f"{where}.env"),
             cwd=cwd,
-            source=source,
-            startup_timeout_s=startup_timeout_s,
-            call_timeout_s=call_timeout_s,
-            tool_timeouts_s=tool_timeouts_s,
+            **common,
         )
-    if "url" in entry:
-        url = entry["url"]
-        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
-            raise ConfigError(f"{where}.url must be an http:// or https:// URL")
-        return ServerConfig(
-            name=name,
-            transport="http",
-            url=_expand(url, f"{where}.url"),
-            headers=_str_map(entry.get("headers"), f"{where}.headers"),
-            source=source,
-            startup_timeout_s=startup_timeout_s,
-            call_timeout_s=call_timeout_s,
-            tool_timeouts_s=tool_timeouts_s,
-        )
-    raise ConfigError(f"{where} needs 'command' (a stdio server) or 'url' (a streamable HTTP server)")
+    url = entry.get("url")
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise ConfigError(f"{where}.url must be an http:// or https:// URL")
+    return ServerConfig(
+        transport=kind,
+        url=_expand(url, f"{where}.url"),
+        headers=_str_map(entry.get("headers"), f"{where}.headers"),
+        **common,
+    )
+
+
+def _transport(entry: dict[str, Any], where: str) -> Transport:
+    """The entry's transport: its ``type`` when it has one (checked against what it gives), else guessed."""
+    kind = entry.get("type")
+    if kind is None:
+        if "command" in entry:
+            return "stdio"
+        if "url" in entry:
+            return "http"
+        raise ConfigError(f"{where} needs 'command' (a stdio server) or 'url' (a streamable HTTP server)")
+    if not isinstance(kind, str) or kind not in _TYPES:
+        raise ConfigError(f"{where}.type must be 'stdio', 'http' (streamable HTTP) or 'sse' (legacy SSE), not {kind!r}")
+    transport = _TYPES[kind]
+    if transport == "stdio" and "command" not in entry:
+        raise ConfigError(f"{where} has type 'stdio' but no 'command' to run")
+    if transport != "stdio" and "url" not in entry:
+        raise ConfigError(f"{where} has type {kind!r} but no 'url' to connect to")
+    return transport
 
 
 def load_config_file(path: Path) -> LoomConfig:

@@ -3,8 +3,10 @@
 Above it sits the agent loop, which sees a flat list of namespaced tools and gets a
 :class:`ToolOutcome` for every call, never an exception. Below it are MCP ``Client`` connections:
 Loom's own servers in-process (the SDK's direct in-memory dispatch) and external servers over stdio
-or streamable HTTP. Each connection lives in a task owned by the hub's task group; a server that
-fails to start or dies turns its tools into error results and is restarted on demand, with backoff.
+streamable HTTP or legacy SSE. The connections are the supervisor's (:mod:`orchestrator.hub.supervisor`): it reports
+each external server's state, checks idle connections, restarts failed servers with backoff in the background and
+refetches a server's tools when it announces a change, after which :attr:`Hub.tools` (read by the loop each step)
+offers the new list.
 
 Every call runs under a time limit (:mod:`orchestrator.hub.timeouts`) that starts when the call is
 dispatched, after any approval; hitting it, or cancelling the caller, cancels the call on the server
@@ -15,46 +17,55 @@ dispatched, after any approval; hitting it, or cancelling the caller, cancels th
 from __future__ import annotations
 
 import contextlib
-import math
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 import jsonschema
-from anyio.abc import TaskGroup
 from mcp import Client, MCPError
 from mcp import types as mt
 from mcp.server.mcpserver import MCPServer
+from mcp.shared.dispatcher import ProgressFnT
 
-from orchestrator.config import DEFAULT_CALL_TIMEOUT_S, DEFAULT_STARTUP_TIMEOUT_S, ServerConfig
+from orchestrator.config import DEFAULT_CALL_TIMEOUT_S, ServerConfig
 from orchestrator.hub import outcomes
 from orchestrator.hub.names import BUILT_IN_SERVERS, namespaced, sanitize, server_of
 from orchestrator.hub.outcomes import ToolOutcome, describe
 from orchestrator.hub.retry import RetryPolicy, call_with_retries, may_retry
-from orchestrator.hub.schemas import input_validator, share_output_validators
-from orchestrator.hub.timeouts import call_timeout, configured_timeout, takes_timeout
-from orchestrator.hub.transports import (
-    DeferredServer,
-    Target,
-    connected_tools,
-    listed_deferred,
-    listed_in_process,
-    open_client,
-    open_errlog,
-    stderr_tail,
+from orchestrator.hub.schemas import input_validator
+from orchestrator.hub.supervisor import (
+    Connection,
+    FailureHook,
+    ServerHealth,
+    ServerUnavailableError,
+    StateHook,
+    Supervisor,
 )
+from orchestrator.hub.timeouts import call_timeout, configured_timeout, takes_timeout
+from orchestrator.hub.transports import DeferredServer, listed_deferred, listed_in_process
 from orchestrator.models.base import ToolSpec
 
-__all__ = ["FailureHook", "Hub", "HubTool", "RetryPolicy", "ToolOutcome"]
+if TYPE_CHECKING:
+    from orchestrator.hub.client_caps import ClientHooks
 
-FailureHook = Callable[[str, str], Awaitable[None]]
-"""Called with (server, message) whenever a server fails to start or stops answering."""
+__all__ = [
+    "FailureHook",
+    "Hub",
+    "HubTool",
+    "RetryPolicy",
+    "ServerHealth",
+    "ServerUnavailableError",
+    "StateHook",
+    "ToolOutcome",
+]
 
 RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 15.0, 60.0)
 """Seconds before restarting a failed server: the first failure waits the first value, and so on."""
+RESTART_WAIT_S = 5.0
+"""A call to a server whose restart is due within this many seconds waits for it (nothing was sent yet)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,31 +90,6 @@ class HubTool:
         return ToolSpec(self.name, self.description, self.input_schema)
 
 
-@dataclass
-class _Connection:
-    name: str
-    target: Target
-    client: Client | None = None
-    tools: list[mt.Tool] = field(default_factory=list[mt.Tool])
-    error: str | None = None
-    failures: int = 0
-    retry_at: float = 0.0
-    generation: int = 0
-    """Bumped on every (re)connect so that a dying old connection task cannot clobber a new one."""
-    stop: anyio.Event = field(default_factory=anyio.Event)
-    lock: anyio.Lock = field(default_factory=anyio.Lock)
-    deferred: bool = False
-    """An in-process server whose tools are known without a connection: it connects on its first call."""
-
-    @property
-    def config(self) -> ServerConfig | None:
-        return self.target if isinstance(self.target, ServerConfig) else None
-
-    @property
-    def startup_timeout_s(self) -> float:
-        return self.target.startup_timeout_s if isinstance(self.target, ServerConfig) else DEFAULT_STARTUP_TIMEOUT_S
-
-
 class Hub:
     """A pool of MCP client connections with namespaced tools.
 
@@ -112,9 +98,12 @@ class Hub:
 
     Args:
         internal: Loom's own servers, by server name, called in-process; a deferred one is built on its first call.
-        external: Servers from ``mcpServers``, over stdio or streamable HTTP.
+        external: Servers from ``mcpServers``, over stdio, streamable HTTP or SSE (a ``disabled`` one is listed,
+            as stopped, and never started).
         log_dir: Where stdio servers' stderr goes (``NAME.log``).
         on_failure: Told whenever a server fails to start or stops answering.
+        on_state: Told each external server's health after every change of state, with the reason.
+        client_hooks: The session's callbacks for external servers' ``Client`` (roots, elicitation, sampling, logs).
         timeouts: Seconds per call keyed by namespaced tool name or server name (the top-level
             ``toolTimeouts``); they win over the ``mcpServers`` entries, a tool over a server.
         retry: How transient failures of read-only and idempotent tools are retried.
@@ -131,32 +120,43 @@ class Hub:
         *,
         log_dir: Path | None = None,
         on_failure: FailureHook | None = None,
+        on_state: StateHook | None = None,
+        client_hooks: ClientHooks | None = None,
         timeouts: Mapping[str, float] | None = None,
         retry: RetryPolicy | None = None,
         restart_backoff_s: Sequence[float] = RESTART_BACKOFF_S,
         visible: Callable[[str], bool] | None = None,
     ) -> None:
-        self._conns: dict[str, _Connection] = {name: _Connection(name, server) for name, server in internal.items()}
+        self._conns: dict[str, Connection] = {
+            name: Connection(name, server, state="ready") for name, server in internal.items()
+        }
         for cfg in external:
             if cfg.name in self._conns or sanitize(cfg.name) in BUILT_IN_SERVERS:
                 raise ValueError(f"server name {cfg.name!r} is taken by one of Loom's built-in servers")
-            self._conns[cfg.name] = _Connection(cfg.name, cfg)
-        self._log_dir = log_dir
-        self._on_failure = on_failure
+            self._conns[cfg.name] = Connection(cfg.name, cfg)
         self._timeouts = dict(timeouts or {})
         if any(isinstance(v, bool) or not v > 0 for v in self._timeouts.values()):
             raise ValueError(f"timeouts must be positive numbers of seconds, got {self._timeouts}")
         self._retry = retry or RetryPolicy()
         if not restart_backoff_s or min(restart_backoff_s) < 0:
             raise ValueError("restart_backoff_s must be a non-empty sequence of non-negative seconds")
-        self._restart_backoff_s = tuple(restart_backoff_s)
+        self._sup = Supervisor(
+            self._conns,
+            tools_changed=self._rebuild_tools,
+            log_dir=log_dir,
+            on_state=on_state,
+            on_failure=on_failure,
+            restart_backoff_s=restart_backoff_s,
+            client_hooks=client_hooks,
+        )
         self._visible = visible
         self._tools: dict[str, HubTool] = {}
-        self._tg: TaskGroup | None = None
+        self._specs: list[ToolSpec] = []
         self._exit = contextlib.AsyncExitStack()
 
     async def __aenter__(self) -> Self:
-        self._tg = await self._exit.enter_async_context(anyio.create_task_group())
+        tg = await self._exit.enter_async_context(anyio.create_task_group())
+        self._sup.start_watching(tg)
         try:
             async with anyio.create_task_group() as starting:
                 for conn in self._conns.values():
@@ -164,18 +164,21 @@ class Hub:
                     # opening what it holds, a database say) when first called, and a session that never calls
                     # one, or is closed before its first run, never pays for it.
                     target = conn.target
-                    if not isinstance(target, MCPServer | ServerConfig):
+                    if isinstance(target, ServerConfig):
+                        if not target.disabled:
+                            starting.start_soon(self._sup.connect, conn)
+                        continue
+                    if not isinstance(target, MCPServer):
                         listed = await listed_deferred(target)
                     else:
                         listed = await listed_in_process(target)
                     if listed is None:
-                        starting.start_soon(self._connect, conn)
+                        starting.start_soon(self._sup.connect, conn)
                     else:
                         conn.tools, conn.deferred = listed, True
         except BaseException:
             # cancelled (Ctrl-C) or failed while servers start: close what started, in this task
-            for conn in self._conns.values():
-                conn.stop.set()
+            await self._sup.close()
             await self._exit.aclose()
             raise
         self._rebuild_tools()
@@ -184,14 +187,18 @@ class Hub:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        for conn in self._conns.values():
-            conn.stop.set()
+        await self._sup.close()
         await self._exit.__aexit__(exc_type, exc, tb)
 
     @property
     def tools(self) -> list[HubTool]:
-        """Every tool of every connected server, in a stable order."""
+        """Every tool of every connected server, in a stable order (changed when a server's list changes)."""
         return list(self._tools.values())
+
+    @property
+    def tool_specs(self) -> list[ToolSpec]:
+        """:attr:`tools` as offered to a model; the same list object until the tools change."""
+        return self._specs
 
     @property
     def failures(self) -> dict[str, str]:
@@ -202,61 +209,45 @@ class Hub:
         """Look a tool up by its namespaced name."""
         return self._tools.get(name)
 
+    def statuses(self) -> list[ServerHealth]:
+        """Every server's health now, in configuration order.
+
+        Built-in servers are ``ready`` (connected in-process on first use); a ``disabled`` external one is ``stopped``.
+        """
+        return [self._sup.health(conn) for conn in self._conns.values()]
+
+    def server_names(self) -> list[str]:
+        """The servers this hub may reach (a ``disabled`` one is not among them)."""
+        return [n for n, c in self._conns.items() if c.config is None or not c.config.disabled]
+
+    async def client(self, server: str) -> Client:
+        """``server``'s connected ``Client``, connecting (or restarting, once its backoff has passed) on demand.
+
+        Raises:
+            ServerUnavailableError: no such server, it is disabled, or it cannot be reached now (with the reason).
+        """
+        conn = self._conns.get(server)
+        if conn is None:
+            raise ServerUnavailableError(f"no MCP server named {server!r}; the servers are {self.server_names()}")
+        if conn.config is not None and conn.config.disabled:
+            raise ServerUnavailableError(f"the MCP server {server!r} is disabled in its config ({conn.config.source})")
+        if conn.client is None:
+            await self._revive(conn)
+        if conn.client is None:
+            raise ServerUnavailableError(f"the MCP server {server!r} is unavailable: {conn.error or 'not connected'}")
+        client: Client = conn.client
+        return client
+
+    async def refresh(self, server: str) -> None:
+        """Fetch ``server``'s tools (and resources and prompts) again now, as a list change would.
+
+        Raises:
+            ServerUnavailableError: as :meth:`client` does.
+        """
+        await self.client(server)
+        await self._sup.refresh(self._conns[server])
+
     # -- connections -------------------------------------------------------------------------------
-
-    async def _connect(self, conn: _Connection) -> None:
-        """Start ``conn``'s connection task and wait until it is ready or has failed."""
-        assert self._tg is not None
-        conn.stop = anyio.Event()
-        conn.generation += 1
-        conn.deferred = False
-        ready = anyio.Event()
-        self._tg.start_soon(self._serve, conn, conn.generation, ready)
-        await ready.wait()
-        if conn.error is not None:
-            await self._report(conn)
-
-    async def _serve(self, conn: _Connection, generation: int, ready: anyio.Event) -> None:
-        """Own one connection for its whole life; never raises (failures are recorded on ``conn``)."""
-        errlog_offset = 0
-        error: str | None = None
-        with contextlib.ExitStack() as files:
-            errlog = open_errlog(conn.name, conn.target, self._log_dir, files)
-            if errlog is not None:
-                errlog_offset = errlog.tell()
-            with anyio.CancelScope(deadline=anyio.current_time() + conn.startup_timeout_s) as scope:
-                try:
-                    if not isinstance(conn.target, MCPServer | ServerConfig):
-                        conn.target = conn.target.build()  # its first call: the server is built now, once
-                    async with open_client(conn.target, errlog) as client:
-                        tools = await connected_tools(conn.target, client)
-                        share_output_validators(client, tools)
-                        scope.deadline = math.inf
-                        conn.client, conn.tools, conn.error, conn.failures = client, tools, None, 0
-                        ready.set()
-                        await conn.stop.wait()
-                except Exception as exc:  # any failure of a server is reported, not raised
-                    error = describe(exc) + stderr_tail(errlog, errlog_offset)
-            if scope.cancelled_caught and not ready.is_set():
-                error = f"did not start within {conn.startup_timeout_s:g}s" + stderr_tail(errlog, errlog_offset)
-            if conn.generation != generation:
-                return  # a newer connection owns ``conn`` now
-            conn.client = None
-            conn.error = error or conn.error
-            # A stop that was asked for (by ``_lost`` after a call saw the server die) already set the
-            # restart time; counting the same death twice would push it back under a waiting retry.
-            if conn.error is not None and not conn.stop.is_set():
-                self._schedule_restart(conn)
-            ready.set()
-
-    def _schedule_restart(self, conn: _Connection) -> None:
-        conn.failures += 1
-        backoff = self._restart_backoff_s[min(conn.failures, len(self._restart_backoff_s)) - 1]
-        conn.retry_at = anyio.current_time() + backoff
-
-    async def _report(self, conn: _Connection) -> None:
-        if self._on_failure is not None and conn.error is not None:
-            await self._on_failure(conn.name, conn.error)
 
     def _rebuild_tools(self) -> None:
         tools: dict[str, HubTool] = {}
@@ -278,22 +269,22 @@ class Hub:
                     ),
                 )
         self._tools = tools
+        self._specs = [t.spec for t in tools.values()]
 
-    async def _revive(self, conn: _Connection) -> None:
-        """Restart a failed server if its backoff has passed (one restart at a time)."""
-        async with conn.lock:
-            if conn.client is not None or anyio.current_time() < conn.retry_at:
-                return
-            await self._connect(conn)
-            if conn.client is not None:
-                self._rebuild_tools()
+    async def _revive(self, conn: Connection) -> None:
+        if conn.config is not None and conn.config.disabled:
+            return
+        await self._sup.revive(conn)
 
     # -- calls -------------------------------------------------------------------------------------
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
-        """Check and call a tool by its namespaced name. Never raises for a tool or server failure."""
+    async def call(self, name: str, arguments: dict[str, Any], *, progress: ProgressFnT | None = None) -> ToolOutcome:
+        """Check and call a tool by its namespaced name. Never raises for a tool or server failure.
+
+        ``progress`` receives the server's progress notifications for this call (``progress, total, message``).
+        """
         problem = await self.check(name, arguments)
-        return problem if problem is not None else await self.dispatch(name, arguments)
+        return problem if problem is not None else await self.dispatch(name, arguments, progress=progress)
 
     async def check(self, name: str, arguments: dict[str, Any]) -> ToolOutcome | None:
         """The error result a call would get before reaching its server, or None if it may go ahead.
@@ -316,7 +307,9 @@ class Hub:
                 return outcomes.invalid_arguments(name, problem)
         return None
 
-    async def dispatch(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+    async def dispatch(
+        self, name: str, arguments: dict[str, Any], *, progress: ProgressFnT | None = None
+    ) -> ToolOutcome:
         """Send a call that :meth:`check` accepted to its server, under the tool's time limit.
 
         The limit starts here, so time spent waiting for an approval before this never counts. A
@@ -328,55 +321,64 @@ class Hub:
             return outcomes.unknown_tool(name, sorted(self._tools))
         conn = self._conns[tool.server]
         return await call_with_retries(
-            lambda: self._attempt(name, arguments),
+            lambda: self._attempt(name, arguments, progress),
             self._retry,
             retryable=may_retry(tool.annotations),
             not_before=lambda: conn.retry_at,
         )
 
-    async def _attempt(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+    async def _attempt(self, name: str, arguments: dict[str, Any], progress: ProgressFnT | None) -> ToolOutcome:
         """Send one call; every failure becomes an outcome."""
         tool = self._tools.get(name)
         if tool is None:
             return outcomes.unknown_tool(name, sorted(self._tools))
         conn = self._conns[tool.server]
         if conn.client is None:
+            due = conn.retry_at - anyio.current_time()
+            if conn.config is not None and conn.error is not None and 0 < due <= RESTART_WAIT_S:
+                await anyio.sleep(due)  # its restart is about to happen: nothing was sent, so waiting is harmless
             await self._revive(conn)
         client = conn.client
         if client is None:
             return outcomes.server_unavailable(conn.name, conn.error)
         limit = call_timeout(tool.timeout_s, tool.input_schema, arguments)
         result: mt.CallToolResult | None = None
-        # Cancelling the SDK's request (this scope's deadline, or the caller's cancellation) makes it
-        # send notifications/cancelled, so the server stops the work instead of finishing it unseen.
-        with anyio.move_on_after(limit):
-            try:
-                result = await client.call_tool(tool.remote_name, arguments)
-            except MCPError as exc:
-                if exc.code != mt.CONNECTION_CLOSED or "closed" not in exc.message.lower():
-                    return outcomes.protocol_error(name, exc)
-                return await self._lost(conn, client, exc, name, tool.annotations)
-            except Exception as exc:  # a broken connection must become an error result
-                return await self._lost(conn, client, exc, name, tool.annotations)
+        started = anyio.current_time()
+        conn.busy += 1
+        try:
+            # Cancelling the SDK's request (this scope's deadline, or the caller's cancellation) makes it
+            # send notifications/cancelled, so the server stops the work instead of finishing it unseen.
+            with anyio.move_on_after(limit):
+                try:
+                    result = await client.call_tool(tool.remote_name, arguments, progress_callback=progress)
+                except MCPError as exc:
+                    if exc.code != mt.CONNECTION_CLOSED or "closed" not in exc.message.lower():
+                        return outcomes.protocol_error(name, exc)
+                    return await self._lost(conn, client, exc, name, tool.annotations)
+                except Exception as exc:  # a broken connection must become an error result
+                    return await self._lost(conn, client, exc, name, tool.annotations)
+        finally:
+            conn.busy -= 1
         if result is None:
+            if conn.config is not None:
+                # Slow tool or wedged server? A server that does not answer a health check either is restarted
+                # (by its watcher, after the backoff), so the run's next call reaches a fresh one.
+                await self._sup.check(conn, client, strict=True)
             read_only = tool.annotations is not None and tool.annotations.read_only_hint is True
             return outcomes.timed_out(name, limit, read_only=read_only, takes_timeout=takes_timeout(tool.input_schema))
+        conn.latency_ms = (anyio.current_time() - started) * 1000
+        conn.last_ok = anyio.current_time()
         return outcomes.from_result(result)
 
     async def _lost(
-        self, conn: _Connection, client: Client, exc: BaseException, name: str, annotations: mt.ToolAnnotations | None
+        self, conn: Connection, client: Client, exc: BaseException, name: str, annotations: mt.ToolAnnotations | None
     ) -> ToolOutcome:
-        """The connection broke during a call: report it, let the next call restart the server.
+        """The connection broke during a call: report it; the server is restarted (in the background or on demand).
 
         The request had been sent, so the call may have taken effect before the server died: the outcome is
         unknown, not merely "unavailable".
         """
-        if conn.client is client:  # not already replaced by a restart that a concurrent call made
-            conn.error = f"stopped answering: {describe(exc)}"
-            conn.client = None
-            self._schedule_restart(conn)
-            conn.stop.set()
-            await self._report(conn)
+        await self._sup.lost(conn, client, f"stopped answering: {describe(exc)}")
         read_only = annotations is not None and annotations.read_only_hint is True
         return outcomes.outcome_unknown(name, conn.name, f"stopped answering: {describe(exc)}", read_only=read_only)
 

@@ -1,4 +1,4 @@
-"""How the hub reaches one MCP server: in-process, a stdio child process, or streamable HTTP.
+"""How the hub reaches one MCP server: in-process, a stdio child process, streamable HTTP or legacy HTTP+SSE.
 
 Opening a connection is the transport's business; keeping it alive, restarting it and calling tools
 over it is the hub's (:mod:`orchestrator.hub.pool`).
@@ -9,12 +9,13 @@ from __future__ import annotations
 import contextlib
 import os
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Hashable
+from collections.abc import AsyncIterator, Hashable, Mapping
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from mcp import Client, StdioServerParameters
 from mcp import types as mt
+from mcp.client.caching import CacheMode
 from mcp.server.mcpserver import MCPServer
 
 from orchestrator.config import ServerConfig
@@ -59,12 +60,15 @@ _DISCOVERED: dict[tuple[type[MCPServer], str], mt.DiscoverResult] = {}
 on the handlers a server of that kind registers, not on its instance (the instructions, which do, are its own)."""
 
 
-def open_client(target: MCPServer | ServerConfig, errlog: TextIO | None) -> Client:
+def open_client(
+    target: MCPServer | ServerConfig, errlog: TextIO | None, options: Mapping[str, Any] | None = None
+) -> Client:
     """An unopened ``Client`` for ``target``; entering it starts the server (stdio) or connects.
 
     An in-process server of a kind already connected in this process is not asked ``server/discover`` again:
     every session connects its own copy of each built-in server, all answering alike, so the first answer is
     adopted for the rest (the same protocol version, the same direct dispatch, one round trip less).
+    ``options`` (the session's :class:`~orchestrator.hub.client_caps.ClientHooks`) go to external servers' clients.
     """
     if isinstance(target, MCPServer):
         known = _DISCOVERED.get(_server_kind(target))
@@ -78,8 +82,10 @@ def open_client(target: MCPServer | ServerConfig, errlog: TextIO | None) -> Clie
         params = StdioServerParameters(
             command=target.command, args=list(target.args), env=target.env or None, cwd=target.cwd
         )
-        return Client(stdio_client(params, errlog=errlog) if errlog is not None else params)
-    return Client(_http_transport(target))
+        return Client(stdio_client(params, errlog=errlog) if errlog is not None else params, **(options or {}))
+    if target.transport == "sse":
+        return Client(_sse_transport(target), **(options or {}))
+    return Client(_http_transport(target), **(options or {}))
 
 
 def _server_kind(server: MCPServer) -> tuple[type[MCPServer], str]:
@@ -176,12 +182,15 @@ def _lists_as_it_answers(server: MCPServer) -> bool:
     return all(type(m).__module__.startswith("mcp.") for m in middleware)
 
 
-async def list_all_tools(client: Client) -> list[mt.Tool]:
-    """Every tool a server offers, following pagination (at most 100 pages)."""
+async def list_all_tools(client: Client, *, cache_mode: CacheMode = "use") -> list[mt.Tool]:
+    """Every tool a server offers, following pagination (at most 100 pages).
+
+    ``cache_mode``: ``"refresh"`` after a list change, ``"bypass"`` for a health check that must reach the server.
+    """
     tools: list[mt.Tool] = []
     cursor: str | None = None
     for _ in range(100):  # a server that pages forever must not hang start-up
-        page = await client.list_tools(cursor=cursor)
+        page = await client.list_tools(cursor=cursor, cache_mode=cache_mode)
         tools.extend(page.tools)
         cursor = page.next_cursor
         if not cursor:
@@ -200,6 +209,21 @@ async def _http_transport(cfg: ServerConfig) -> AsyncIterator[Any]:
     async with httpx2.AsyncClient(headers=cfg.headers, timeout=timeout) as http:
         async with streamable_http_client(cfg.url, http_client=http) as streams:
             yield streams
+
+
+SSE_READ_TIMEOUT_S = 24 * 3600.0
+"""How long the legacy SSE stream may stay silent before the SDK drops it: far longer than any call may run, since
+the supervisor's health checks (answered on that stream) are what notice a dead server."""
+
+
+@contextlib.asynccontextmanager
+async def _sse_transport(cfg: ServerConfig) -> AsyncIterator[Any]:
+    from mcp.client.sse import sse_client
+
+    async with sse_client(
+        cfg.url, headers=cfg.headers or None, timeout=cfg.startup_timeout_s, sse_read_timeout=SSE_READ_TIMEOUT_S
+    ) as streams:
+        yield streams
 
 
 def stderr_tail(errlog: TextIO | None, offset: int) -> str:
