@@ -79,12 +79,12 @@ async def run_loop(ctx: RunContext) -> LoopResult:
         orchestrator.models.base.ModelError: a model call failed for good (after any retries).
         orchestrator.store.interface.StoreError: the event log could not be written.
     """
-    tools: list[ToolSpec] = [t.spec for t in ctx.hub.tools]
     final_text = ""
     while ctx.step < ctx.max_steps:
         # Event-log writes are shielded, so a cancel that lands during one is honoured here.
         await anyio.lowlevel.checkpoint_if_cancelled()
         ctx.step += 1
+        tools: list[ToolSpec] = ctx.hub.tool_specs  # each step: a server's list change reaches the next request
         if ctx.compactor is not None:
             await ctx.compactor.before_model_call(
                 ctx.history, system=ctx.system, tools=tools, run_id=ctx.run_id, call_model=_summarizer(ctx)

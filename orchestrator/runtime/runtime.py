@@ -25,10 +25,12 @@ from orchestrator.events import (
     Notice,
     RunFinished,
     ServerFailed,
+    ServerStateChanged,
     SessionCreated,
 )
 from orchestrator.home import DB_NAME, MEMORY_DB_NAME
 from orchestrator.hub.pool import Hub
+from orchestrator.hub.supervisor import ServerHealth
 from orchestrator.hub.transports import DeferredServer
 from orchestrator.loop.approvals import approved_for_session
 from orchestrator.messages import Message
@@ -199,6 +201,19 @@ class Runtime:
         async def on_failure(server: str, error: str) -> None:
             await self.log.append(ServerFailed(session_id=session_id, server=server, error=error))
 
+        async def on_state(health: ServerHealth, reason: str) -> None:
+            await self.log.append(
+                ServerStateChanged(
+                    session_id=session_id,
+                    server=health.name,
+                    state=health.state,
+                    reason=reason,
+                    stderr_tail=health.stderr_tail,
+                    restarts=health.restarts,
+                    tools=health.tools if health.state == "ready" else None,
+                )
+            )
+
         snapshots = FileSnapshots(self.log.store, session_id)
 
         def place(session: str) -> tuple[Path, MemoryScope, Protected, dict[str, DeferredServer]]:
@@ -237,6 +252,7 @@ class Runtime:
             self.servers,
             log_dir=self.home / "logs",
             on_failure=on_failure,
+            on_state=on_state,
             timeouts=self.tool_timeouts,
             visible=bounds.sees if bounds is not None else None,
         )
