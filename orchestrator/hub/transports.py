@@ -179,7 +179,8 @@ def _lists_as_it_answers(server: MCPServer) -> bool:
     middleware = getattr(lowlevel, "middleware", None)
     if not isinstance(middleware, list):
         return False
-    return all(type(m).__module__.startswith("mcp.") for m in middleware)
+    # Loom's servers mark theirs (resources, completions, client logs) as leaving tool listings alone.
+    return all(type(m).__module__.startswith("mcp.") or getattr(m, "leaves_tool_listing", False) for m in middleware)
 
 
 async def list_all_tools(client: Client, *, cache_mode: CacheMode = "use") -> list[mt.Tool]:

@@ -12,6 +12,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import ToolAnnotations
 
+from servers import _client_log
+from servers._client_log import RefusalLog
 from servers._stdio import serve_stdio
 from servers._tools import Binding, DeferredServer
 from servers._version import loom_version
@@ -19,6 +21,7 @@ from servers.fs._files import BeforeChange, FileTools
 from servers.fs._links import HardLinks
 from servers.fs._names import escape
 from servers.fs._paths import Roots
+from servers.fs._protocol import FsProtocol
 from servers.fs._search import SearchTools
 
 __all__ = ["build_server", "main", "prepare_server"]
@@ -42,7 +45,9 @@ def build_server(
             token, when a workspace holds it).
 
     Returns:
-        An MCPServer named ``"fs"`` with the tools read, write, edit, delete, list, glob and grep.
+        An MCPServer named ``"fs"`` with the tools read, write, edit, delete, list, glob and grep; files as the
+        resource template ``fs://{+path}`` with completion of its path; logging to the client (see
+        `servers.fs._protocol`).
 
     Raises:
         ValueError: If no root is given or a root is not an existing directory.
@@ -75,7 +80,7 @@ def prepare_server(
 
     def make(bound: list[Tool]) -> MCPServer:
         listed = ", ".join(escape(str(root)) for root in allowed.all)
-        return MCPServer(
+        server = MCPServer(
             "fs",
             version=loom_version(),
             instructions=(
@@ -86,11 +91,22 @@ def prepare_server(
             tools=bound,
             # MCPServer configures root logging at INFO by default; an embedding process should not inherit that.
             log_level="WARNING",
+            # Resource templates, fs:// reads and path completion, over this server's roots; refusals logged.
+            middleware=[RefusalLog("fs"), FsProtocol(allowed)],
         )
+        _client_log.install(server)
+        # Declares the completions capability; FsProtocol answers the requests before they reach this.
+        server.completion()(_no_completion)  # type: ignore[no-untyped-call]  # untyped in SDK 2.3
+        return server
 
     # getdoc dedents the method docstring, which is the description the model reads.
     bindings = [Binding(fn, name, inspect.getdoc(fn), hints) for name, fn, hints in tools]
     return DeferredServer("fs", bindings, make)
+
+
+async def _no_completion(ref: object, argument: object, context: object) -> None:
+    """No values for references other than fs's own (answered by `FsProtocol`)."""
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

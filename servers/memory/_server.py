@@ -20,11 +20,14 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
+from servers import _client_log
+from servers._client_log import RefusalLog
 from servers._database import Opened, default_database
 from servers._stdio import serve_stdio
 from servers._tools import Binding, DeferredServer
 from servers._version import loom_version
 from servers.memory._db import MAX_BODY_BYTES, NAMESPACES, Database, DatabaseError, Note, NoteError, snippet, summary
+from servers.memory._protocol import MemoryProtocol
 
 __all__ = ["build_server", "main", "prepare_server"]
 
@@ -117,6 +120,11 @@ def _reported() -> Iterator[None]:
         raise ToolError(str(exc)) from exc
 
 
+async def _tell(ctx: Context, message: str) -> None:
+    """An ``info`` line for the client's log (handshake eras, or a 2026-07-28 request that opted in)."""
+    await _client_log.send(ctx.request_context.session, "info", message, name="memory", request_id=ctx.request_id)
+
+
 def _out(note: Note) -> NoteOut:
     return NoteOut(namespace=note.namespace, key=note.key, body=note.body, created=note.created, updated=note.updated)
 
@@ -131,6 +139,7 @@ async def set_note(
     db = _db(ctx)
     with _reported():
         note, created = await db.set(namespace, key, body)
+    await _tell(ctx, f"{'created' if created else 'replaced'} note {namespace}/{note.key} ({len(body)} characters)")
     return Written(created_note=created, note=_out(note))
 
 
@@ -182,6 +191,7 @@ async def delete_note(ctx: Context, namespace: Annotated[str, _NAMESPACE], key: 
         removed = await db.delete(namespace, key)
     if not removed:
         raise ToolError(f"no note {key!r} in namespace {namespace!r}; nothing was deleted")
+    await _tell(ctx, f"deleted note {namespace}/{key}")
     return Deleted(namespace=namespace, key=key)
 
 
@@ -217,7 +227,9 @@ def build_server(db_path: Path, *, project: str = "", session: str = "") -> MCPS
         session: the current session, e.g. its id; ``''`` (the default) is the unscoped session namespace.
 
     Returns:
-        An MCPServer named ``"memory"`` with the tools set, get, list, search, delete and notes_md.
+        An MCPServer named ``"memory"`` with the tools set, get, list, search, delete and notes_md, the notes as
+        ``memory://`` resources with completion of namespaces and keys, and logging to the client (see
+        `servers.memory._protocol`).
     """
     return prepare_server(db_path, project=project, session=session).build()
 
@@ -238,7 +250,7 @@ def prepare_server(db_path: Path, *, project: str = "", session: str = "") -> De
             await db.close()
 
     def make(bound: list[Tool]) -> MCPServer:
-        return MCPServer(
+        server = MCPServer(
             "memory",
             version=loom_version(),
             instructions=_INSTRUCTIONS,
@@ -247,9 +259,24 @@ def prepare_server(db_path: Path, *, project: str = "", session: str = "") -> De
             tools=bound,
             lifespan=lifespan,
             log_level="WARNING",
+            # The notes as resources, namespace and key completion; refusals logged to the client.
+            middleware=[RefusalLog("memory"), _PROTOCOL],
         )
+        _client_log.install(server)
+        # Declares the completions capability; MemoryProtocol answers the requests before they reach this.
+        server.completion()(_no_completion)  # type: ignore[no-untyped-call]  # untyped in SDK 2.3
+        return server
 
     return DeferredServer("memory", _BINDINGS, make)
+
+
+_PROTOCOL = MemoryProtocol()
+"""Stateless (it reads the connection's database from the lifespan), so one serves every memory server."""
+
+
+async def _no_completion(ref: object, argument: object, context: object) -> None:
+    """No values for references other than memory's own (answered by `MemoryProtocol`)."""
+    return None
 
 
 _INSTRUCTIONS = (
