@@ -120,10 +120,11 @@ class FsProtocol:
             raise ToolError(f"file {shown!r} does not exist") from None
         except OSError as exc:
             raise ToolError(oserror_message(exc, repr(shown))) from exc
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            os.close(fd)
+            raise ToolError(f"{shown!r} is not a regular file; only files are resources here (list shows a directory)")
         with open(fd, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise ToolError(f"{shown!r} is not a regular file; only files are resources here")
             if info.st_size > MAX_RESOURCE_BYTES:
                 raise ToolError(
                     f"{shown!r} is {info.st_size} bytes, over the {MAX_RESOURCE_BYTES} a resource holds; "
