@@ -34,6 +34,7 @@ from orchestrator.face.orchestrate_tools import add_orchestrate_tools
 from orchestrator.face.review_tools import add_review_tools
 from orchestrator.face.rewind_tools import add_rewind_tools
 from orchestrator.face.server_tools import add_server_tools
+from orchestrator.face.tasks import RunTasks
 from orchestrator.loop.approvals import PendingApproval
 from orchestrator.models import ModelSpecError
 from orchestrator.protocol import (
@@ -127,6 +128,7 @@ def build_face(host: SessionHost) -> MCPServer:
             "manage it on request."
         ),
         log_level="WARNING",
+        extensions=[RunTasks(host)],
     )
 
     def session_info(record: SessionRecord) -> SessionInfo:

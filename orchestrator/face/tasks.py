@@ -1,0 +1,340 @@
+"""Runs as MCP tasks: the ``io.modelcontextprotocol/tasks`` extension (SEP-2663) on the face.
+
+Spec followed: SEP-2663 as published in modelcontextprotocol/experimental-ext-tasks,
+``docs/specification/draft/tasks.mdx`` and ``schema/draft/schema.ts`` (the text that
+modelcontextprotocol/modelcontextprotocol ``seps/2663-tasks-extension.md`` and ``docs/extensions/tasks/overview.mdx``
+point to): a flat ``CreateTaskResult`` (``resultType: "task"``, ``taskId``, ``status``, ``statusMessage``,
+``createdAt``, ``lastUpdatedAt``, ``ttlMs``, ``pollIntervalMs``); ``tasks/get`` inlining ``result`` /
+``inputRequests``; ``tasks/update`` delivering ``inputResponses``; ``tasks/cancel`` acknowledged with an empty
+result; an unknown ``taskId`` is ``-32602``; no ``tasks/result``, no ``tasks/list``, no ``requestState``.
+
+Above: a 2026-07-28 client that declares the extension in a request's ``clientCapabilities``. Below: the
+:class:`~orchestrator.runtime.host.SessionHost`. A task is a run: ``send_message`` (and ``resume_run``) answer
+with a task instead of the handle-based :class:`~orchestrator.protocol.RunInfo`; a run waiting for an approval is
+``input_required`` with one elicitation per approval (its key the approval id), answered through ``tasks/update``;
+``tasks/cancel`` cancels the run. Clients that do not declare the extension get the plain tools, unchanged.
+
+The task id is ``RUN_ID.MAC``: an HMAC of the run id under a key kept in Loom's home (``tasks.key``, 0600). It is
+derived, so it needs no table of its own, survives restarts with the run, and cannot be guessed from a run id.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pydantic_core
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.extension import Extension, MethodBinding
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS, CallToolRequestParams, CallToolResult, RequestParams, TextContent
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import Field, ValidationError
+
+from orchestrator.loop.approvals import PendingApproval
+from orchestrator.protocol import DRIVING_CLIENT_META, ApprovalAnswer, RunInfo
+from orchestrator.runtime.host import HostError, SessionHost
+
+__all__ = ["IDENTIFIER", "KEY_FILE", "RunTasks", "TaskIds"]
+
+IDENTIFIER = "io.modelcontextprotocol/tasks"
+"""The extension's identifier, in ``clientCapabilities.extensions`` and ``server/discover``'s capabilities."""
+TASK_TOOLS = frozenset({"send_message", "resume_run"})
+"""The face's tools that answer with a task when the request declared the extension."""
+KEY_FILE = "tasks.key"
+"""The file in Loom's home holding the key task ids are derived with."""
+POLL_INTERVAL_MS = 1000
+RECORD_WAIT_S = 10.0
+"""How long a tool call waits for its run to be stored before answering (past it: the plain result, no task)."""
+
+_STATUS_MESSAGES = {
+    "queued": "queued behind another run of the session",
+    "running": "running",
+    "interrupted": "interrupted; resume_run with the run_id continues it",
+    "needs_review": "stopped for a review; resume_run with the run_id asks again",
+}
+_APPROVAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "decision": {
+            "type": "string",
+            "enum": ["approve_once", "approve_session", "deny"],
+            "description": "approve_session: this tool for the rest of the session",
+        },
+        "reason": {"type": "string", "description": "shown to the model when you deny"},
+    },
+    "required": ["decision"],
+}
+
+
+class TaskParams(RequestParams):
+    """``tasks/get`` and ``tasks/cancel`` params."""
+
+    task_id: str = Field(max_length=200)
+
+
+class UpdateTaskParams(TaskParams):
+    """``tasks/update`` params: answers keyed by the ``inputRequests`` keys they answer."""
+
+    input_responses: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class TaskIds:
+    """Task ids derived from run ids: ``RUN_ID.MAC``, unguessable without the key in Loom's home."""
+
+    def __init__(self, home: Path) -> None:
+        self._path = home / KEY_FILE
+        self._key: bytes | None = None
+        self._lock = anyio.Lock()
+
+    async def mint(self, run_id: str) -> str:
+        """The task id of ``run_id`` (the same every time, in every process sharing the home)."""
+        return f"{run_id}.{self._mac(await self._loaded(), run_id)}"
+
+    async def run_of(self, task_id: str) -> str | None:
+        """The run ``task_id`` stands for, or None when this Loom never issued it."""
+        run_id, dot, mac = task_id.rpartition(".")
+        if not dot or not run_id:
+            return None
+        return run_id if hmac.compare_digest(mac, self._mac(await self._loaded(), run_id)) else None
+
+    @staticmethod
+    def _mac(key: bytes, run_id: str) -> str:
+        digest = hmac.new(key, b"loom-task:" + run_id.encode(), hashlib.sha256).digest()
+        return base64.urlsafe_b64encode(digest[:24]).decode()  # 192 bits
+
+    async def _loaded(self) -> bytes:
+        if self._key is None:
+            async with self._lock:
+                if self._key is None:
+                    self._key = await anyio.to_thread.run_sync(_load_or_create, self._path)
+        return self._key
+
+
+def _load_or_create(path: Path) -> bytes:
+    """The key at ``path``, created (0600, synced) by whichever process comes first."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        key = path.read_bytes()
+        if len(key) < 32:
+            raise RuntimeError(
+                f"{path} is damaged (under 32 bytes); delete it (tasks issued so far are lost)"
+            ) from None
+        return key
+    key = secrets.token_bytes(32)
+    try:
+        os.write(fd, key)
+        os.fsync(fd)  # a task id handed out must still resolve after a crash
+    finally:
+        os.close(fd)
+    return key
+
+
+class RunTasks(Extension):
+    """The tasks extension over a host's runs (see the module docstring)."""
+
+    identifier = IDENTIFIER
+
+    def __init__(self, host: SessionHost) -> None:
+        self._host = host
+        self._ids = TaskIds(host.runtime.home)
+
+    def methods(self) -> list[MethodBinding]:
+        """``tasks/get``, ``tasks/update`` and ``tasks/cancel``, for 2026-07-28 requests only."""
+        modern = frozenset(MODERN_PROTOCOL_VERSIONS)
+        return [
+            MethodBinding("tasks/get", TaskParams, self._get, modern),
+            MethodBinding("tasks/update", UpdateTaskParams, self._update, modern),
+            MethodBinding("tasks/cancel", TaskParams, self._cancel, modern),
+        ]
+
+    async def intercept_tool_call(
+        self, params: CallToolRequestParams, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        """Answer a run-starting tool with a task, when (and only when) this request declared the extension."""
+        if params.name not in TASK_TOOLS or not _declared(ctx):
+            return await call_next(ctx)
+        # The tool runs with these very params: it returns at once, and the task is what the client waits on.
+        params.arguments = {**(params.arguments or {}), "wait_s": 0}
+        result = await call_next(ctx)
+        structured = result.structured_content if isinstance(result, CallToolResult) else None
+        if not isinstance(result, CallToolResult) or result.is_error or not structured:
+            return result  # refused before any run began: the error is the answer
+        run_id, session_id = str(structured["run_id"]), str(structured["session_id"])
+        if not await self._recorded(run_id, session_id):
+            return result  # not stored in time: a task must exist before it is announced, the handle does
+        detailed = await self._detailed(await self._ids.mint(run_id), run_id)
+        for inlined in ("result", "error", "inputRequests"):  # a CreateTaskResult carries none of them
+            detailed.pop(inlined, None)
+        if detailed["status"] == "input_required":
+            detailed["status"] = "working"  # tasks/get shows the approvals it waits for
+        return {"resultType": "task", **detailed}
+
+    async def _recorded(self, run_id: str, session_id: str) -> bool:
+        """Wait (bounded) until the run is in the store, so a tasks/get for it resolves even after a crash."""
+        log = self._host.runtime.log
+        with anyio.move_on_after(RECORD_WAIT_S):
+            while True:
+                change = log.watch(session_id)  # taken before the read: a store landing during it still wakes us
+                if await log.store.get_run(run_id) is not None:
+                    return True
+                await change.wait()
+        return False
+
+    async def _run(self, task_id: str) -> str:
+        run_id = await self._ids.run_of(task_id)
+        if run_id is None:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"Failed to retrieve task: no task {task_id[:200]!r} (unknown, or not issued by this Loom)",
+            )
+        return run_id
+
+    async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
+        return await self._detailed(params.task_id, await self._run(params.task_id))
+
+    async def _update(self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams) -> dict[str, Any]:
+        run_id = await self._run(params.task_id)
+        # Only what this task waits for may be answered through it; other keys are ignored, as the spec says.
+        outstanding = {p.approval_id: p for p in self._host.pending_under(run_id)}
+        who = _client_name(ctx)
+        for key, response in params.input_responses.items():
+            if key not in outstanding:
+                continue
+            decision, reason = _decision(key, response, who)
+            try:
+                await self._host.decide(key, decision, reason, who)
+            except HostError:
+                continue  # decided meanwhile by another client: the first decision wins
+        return {}
+
+    async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
+        run_id = await self._run(params.task_id)
+        try:
+            await self._host.cancel(run_id)
+        except HostError:
+            pass  # nothing to cancel: the acknowledgement is all the spec asks
+        return {}
+
+    async def _detailed(self, task_id: str, run_id: str) -> dict[str, Any]:
+        """The task as tasks/get shows it: status, times, and the result or the input it needs."""
+        host = self._host
+        try:
+            view = await host.view(run_id)
+        except HostError:
+            raise MCPError(code=INVALID_PARAMS, message=f"Failed to retrieve task: run {run_id!r} is gone") from None
+        record = await host.runtime.log.store.get_run(run_id)
+        started = record.started if record is not None else datetime.now(UTC).timestamp()
+        updated = record.finished if record is not None and record.finished is not None else None
+        pending = host.pending_under(run_id) if view.status not in ("completed", "failed", "cancelled") else []
+        task: dict[str, Any] = {
+            "taskId": task_id,
+            "status": "working",
+            "createdAt": _iso(started),
+            "lastUpdatedAt": _iso(updated or self._newest_change(view.session_id) or started),
+            "ttlMs": None,  # runs are archived, never deleted: a task lives as long as its run
+            "pollIntervalMs": POLL_INTERVAL_MS,
+        }
+        if view.status in ("completed", "failed"):
+            # A failed run is a tool result like any other (the RunInfo says failed): "failed" is for JSON-RPC errors.
+            info = RunInfo(
+                run_id=view.run_id,
+                session_id=view.session_id,
+                status=view.status,
+                reason=view.reason,
+                final_text=view.final_text,
+            )
+            task.update(status="completed", statusMessage=view.reason or view.status, result=_tool_result(info))
+        elif view.status == "cancelled":
+            task.update(status="cancelled", statusMessage=view.reason or "cancelled")
+        elif pending:
+            task.update(
+                status="input_required",
+                statusMessage=f"waiting for {len(pending)} approval(s)",
+                inputRequests={p.approval_id: _elicitation(p) for p in pending},
+            )
+        else:
+            task["statusMessage"] = _STATUS_MESSAGES.get(view.status, view.status)
+        return task
+
+    def _newest_change(self, session_id: str) -> float | None:
+        log = self._host.runtime.log
+        newest = log.newest_held(session_id)
+        held = log.stored_since(session_id, newest - 1, 1) if newest else None
+        return held[-1].ts if held else None
+
+
+def _declared(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether this request (2026-07-28, its own clientCapabilities) declared the tasks extension."""
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        return False  # handshake-era capabilities are the session's, and that wire has no task results
+    capabilities = ctx.session.client_capabilities
+    return bool(capabilities is not None and capabilities.extensions and IDENTIFIER in capabilities.extensions)
+
+
+def _decision(key: str, response: dict[str, Any], who: str) -> tuple[str, str]:
+    """The approval decision an elicitation answer gives; declining or dismissing it denies (never allows).
+
+    Raises:
+        MCPError: an accepted answer without a valid decision.
+    """
+    action = response.get("action")
+    if action in ("decline", "cancel"):
+        return "deny", f"{who} {'declined' if action == 'decline' else 'dismissed'} the approval"
+    if action != "accept":
+        raise MCPError(
+            code=INVALID_PARAMS,
+            message=f"inputResponses[{key!r}].action must be accept, decline or cancel, not {action!r}",
+        )
+    try:
+        answer = ApprovalAnswer.model_validate(response.get("content") or {})
+    except ValidationError:
+        raise MCPError(
+            code=INVALID_PARAMS,
+            message=f"inputResponses[{key!r}].content.decision must be approve_once, approve_session or deny",
+        ) from None
+    return answer.decision, answer.reason
+
+
+def _elicitation(p: PendingApproval) -> dict[str, Any]:
+    arguments = json.dumps(p.arguments, ensure_ascii=False)[:500]
+    what = "run again the interrupted call" if p.kind == "review" else "run"
+    return {
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": f"Loom asks to {what} {p.tool} {arguments} ({p.reason}). Decide:",
+            "requestedSchema": _APPROVAL_SCHEMA,
+        },
+    }
+
+
+def _tool_result(info: RunInfo) -> dict[str, Any]:
+    """The CallToolResult the handle-based tools answer with for ``info`` (same text, same structured content)."""
+    result = CallToolResult(
+        content=[TextContent(type="text", text=pydantic_core.to_json(info, indent=2).decode())],
+        structured_content=info.model_dump(mode="json", by_alias=True),
+    )
+    dumped: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
+
+
+def _client_name(ctx: ServerRequestContext[Any, Any]) -> str:
+    # As decide_approval names the decider: the client relayed by `loom mcp`, else the one calling.
+    relayed = (ctx.meta or {}).get(DRIVING_CLIENT_META)
+    params = ctx.session.client_params
+    name = relayed if isinstance(relayed, str) and relayed else params.client_info.name if params else None
+    return f"mcp:{name[:200]}" if isinstance(name, str) and name else "mcp-client"
