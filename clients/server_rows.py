@@ -8,7 +8,9 @@ hostile server's stderr must never move the cursor or retitle the window.
 from __future__ import annotations
 
 import unicodedata
+from typing import Literal
 
+from orchestrator.events import ServerLog, ServerStateChanged
 from orchestrator.protocol_servers import ModelInfo, ModelList, ServerInfo, ServerList
 
 __all__ = [
@@ -21,6 +23,7 @@ __all__ = [
     "model_rules",
     "plain",
     "server_cells",
+    "server_event_line",
     "table",
 ]
 
@@ -99,3 +102,32 @@ def table(headings: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
         padded = [cell.ljust(width) for cell, width in zip(cells[:-1], widths, strict=False)]
         lines.append("  ".join([*padded, cells[-1]]).rstrip())
     return "\n".join(lines) + "\n"
+
+
+Level = Literal["info", "warning", "error"]
+EVENT_TEXT = 500
+"""Where a server's reason or log message is cut in a client's line."""
+_ERROR_LEVELS = frozenset({"error", "critical", "alert", "emergency"})
+
+
+def server_event_line(event: ServerStateChanged | ServerLog) -> tuple[str, Level] | None:
+    """The line a client shows for a server's state change or log message, with its level; None: nothing to show.
+
+    Not shown: ``starting``, and ``ready`` on a first start (every session's servers do that as it opens); nor
+    ``failed``, since each failure is also stored as the ``server_failed`` event every client already shows (older
+    clients read only that one), and one failure must not be told twice.
+    """
+    name = plain(event.server, 100)
+    if isinstance(event, ServerLog):
+        level: Level = "error" if event.level in _ERROR_LEVELS else "warning"
+        logger = f" [{plain(event.logger, 60)}]" if event.logger else ""
+        return f"server {name}{logger}: {plain(event.message, EVENT_TEXT)}", level  # the level says its kind
+    reason = plain(event.reason, EVENT_TEXT)
+    if event.state == "ready" and event.restarts:
+        tools = f", {event.tools} tool{'s' if event.tools != 1 else ''}" if event.tools is not None else ""
+        return f"server {name} is back (restart {event.restarts}{tools})", "info"
+    if event.state == "degraded":
+        return f"server {name} is degraded (it answers slowly or with errors): {reason or 'no reason given'}", "warning"
+    if event.state == "stopped":
+        return f"server {name} stopped" + (f": {reason}" if reason else ""), "info"
+    return None

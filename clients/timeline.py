@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from clients.server_rows import server_event_line
 from orchestrator.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -27,6 +28,8 @@ from orchestrator.events import (
     RunResumed,
     RunStarted,
     ServerFailed,
+    ServerLog,
+    ServerStateChanged,
     ToolCallFinished,
     ToolCallStarted,
     UserMessage,
@@ -63,7 +66,7 @@ def build_timeline(events: Sequence[Event], run_id: str) -> list[TraceEntry]:
     t0 = min(_start_of(e) for e in mine)
     t_end = max(e.ts for e in mine)
     # Server failures carry no run id: those recorded while the run went on belong to its timeline.
-    mine += [e for e in events if isinstance(e, ServerFailed) and t0 <= e.ts <= t_end]
+    mine += [e for e in events if isinstance(e, ServerFailed | ServerStateChanged | ServerLog) and t0 <= e.ts <= t_end]
     started: dict[str, ToolCallStarted] = {}
     asked: dict[str, ApprovalRequested] = {}
     children: dict[str, ChildStarted] = {}
@@ -146,6 +149,12 @@ def build_timeline(events: Sequence[Event], run_id: str) -> list[TraceEntry]:
             add(e.ts, kind="error" if e.level == "error" else "notice", detail=_short(e.text))
         elif isinstance(e, ServerFailed):
             add(e.ts, kind="error", name=e.server, status="server_failed", detail=_short(e.error))
+        elif isinstance(e, ServerStateChanged | ServerLog):
+            line = server_event_line(e)  # a failure is the server_failed entry's; a first start is not shown
+            if line is not None:
+                status = f"server_{e.state}" if isinstance(e, ServerStateChanged) else f"log {_short(e.level, 20)}"
+                kind: EntryKind = "notice" if line[1] == "info" else "error"
+                add(e.ts, kind=kind, name=e.server, status=status, detail=_short(line[0], 240))
         elif isinstance(e, RunFinished):
             add(e.ts, kind="run", status=e.status, detail=_short(e.reason) if e.status != "completed" else "")
     for call_id, begun in started.items():  # started, never finished: the run was cut off during the call

@@ -6,6 +6,7 @@ import json
 import sys
 from typing import TextIO
 
+from clients.server_rows import server_event_line
 from clients.timeline import child_label, first_line
 from orchestrator.events import (
     AssistantMessage,
@@ -20,6 +21,8 @@ from orchestrator.events import (
     Notice,
     RunFinished,
     ServerFailed,
+    ServerLog,
+    ServerStateChanged,
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
@@ -84,6 +87,10 @@ class TerminalRenderer:
             self._status(f"model error, retrying in {event.delay_s:.1f}s (attempt {event.attempt}): {event.error}")
         elif isinstance(event, ServerFailed):
             self._status(f"warning: MCP server {event.server!r} is unavailable: {event.error}")
+        elif isinstance(event, ServerStateChanged | ServerLog):
+            line = server_event_line(event)
+            if line is not None:
+                self._status(line[0] if line[1] == "info" else f"{line[1]}: {line[0]}")
         elif isinstance(event, ContextWatermark):
             self._watermark = event
             near = event.ratio >= event.threshold - 0.1

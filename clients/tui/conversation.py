@@ -18,6 +18,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widget import Widget
 
+from clients.server_rows import server_event_line
 from clients.tui.approval_card import ApprovalCard
 from clients.tui.assistant_text import AssistantText
 from clients.tui.block_window import BlockWindow
@@ -46,6 +47,8 @@ from orchestrator.events import (
     RunQueued,
     RunResumed,
     ServerFailed,
+    ServerLog,
+    ServerStateChanged,
     SessionCreated,
     TaskGraphPlanned,
     TaskGraphPlanning,
@@ -367,6 +370,10 @@ class Conversation(BlockWindow, can_focus=True):
             self._add_notice(f"run resumed after step {event.after_step}")
         elif isinstance(event, ServerFailed):
             self._add_notice(f"server {event.server} failed: {event.error}", "error")
+        elif isinstance(event, ServerStateChanged | ServerLog):
+            line = server_event_line(event)
+            if line is not None:
+                self._add_notice(*line)
         elif isinstance(event, SessionCreated) and event.parent_session_id:
             agent = f" as '{clean_title(event.agent)}'" if event.agent else ""
             self._add_notice(f"a child session of {event.parent_session_id}{agent} (Ctrl+B opens the parent)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from pathlib import Path
@@ -9,6 +10,9 @@ from typing import Any
 
 import pytest
 
+from clients.cli.render import TerminalRenderer
+from clients.timeline import build_timeline, render_timeline
+from orchestrator.events import Event, RunFinished, RunStarted, ServerFailed, ServerLog, ServerStateChanged
 from orchestrator.protocol_servers import ModelList, ServerList
 from tests.clients.cli_support import run_loom, stdio_test_server, write_script
 from tests.mcp_calls import call
@@ -108,3 +112,42 @@ def test_loom_models_lists_the_default_and_configured_models_with_their_windows(
     found = ModelList.model_validate_json(run_loom("models", "--json", cwd=cwd, home=home).stdout)
     assert found.default == "openai:my-local" and found.profiles[0].default
     assert "OPENAI_API_KEY" in found.profiles[0].problem  # the CLI's environment has no key: it says so
+
+
+SID = "s_00000001"
+
+
+def server_events(t0: float) -> list[Event]:
+    """A run during which a server fails, comes back and logs a warning, as the supervisor records them."""
+    return [
+        RunStarted(session_id=SID, ts=t0, run_id="r_1", text="go", model="scripted:x", max_steps=5),
+        ServerStateChanged(session_id=SID, ts=t0 + 1, server="ext", state="failed", reason="stopped answering"),
+        ServerFailed(session_id=SID, ts=t0 + 1, server="ext", error="stopped answering"),
+        ServerStateChanged(session_id=SID, ts=t0 + 2, server="ext", state="ready", restarts=1, tools=5),
+        ServerLog(session_id=SID, ts=t0 + 3, server="ext", level="error", message="\x1b]0;x\x07quota hit"),
+        RunFinished(session_id=SID, ts=t0 + 4, run_id="r_1", status="completed", reason="", final_text="", steps=1),
+    ]
+
+
+def test_loom_attach_and_run_say_a_failure_once_then_the_recovery_and_the_servers_warnings() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    renderer = TerminalRenderer(out, err)
+    for event in server_events(1000.0):
+        renderer(event)
+    lines = [line for line in err.getvalue().splitlines() if "ext" in line]
+    assert lines == [
+        "loom: warning: MCP server 'ext' is unavailable: stopped answering",
+        "loom: server ext is back (restart 1, 5 tools)",
+        "loom: error: server ext: ]0;xquota hit",  # the escapes dropped, inert text left
+    ]
+
+
+def test_loom_trace_puts_the_servers_state_changes_and_logs_in_the_runs_timeline() -> None:
+    entries = build_timeline(server_events(1000.0), "r_1")
+    server = [(e.at_s, e.kind, e.name, e.status) for e in entries if e.name == "ext"]
+    assert server == [
+        (1.0, "error", "ext", "server_failed"),
+        (2.0, "notice", "ext", "server_ready"),
+        (3.0, "error", "ext", "log error"),
+    ]
+    assert "\x1b" not in render_timeline({"run_id": "r_1", "session_id": SID, "status": "completed"}, entries)

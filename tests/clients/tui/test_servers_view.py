@@ -15,8 +15,11 @@ import anyio
 import pytest
 from textual.widgets import DataTable, Static
 
+from clients.tui.notice_line import NoticeLine
 from clients.tui.servers_view import ServersScreen
+from orchestrator.events import Event, ServerFailed, ServerLog, ServerState, ServerStateChanged
 from tests.clients.cli_support import stdio_test_server, write_script
+from tests.clients.tui.scenes import SESSION, TS, ConversationApp, settle
 from tests.clients.tui.support import connected, tui, type_message, until
 from tests.orchestrator.daemon.daemon_process import running_daemon
 
@@ -87,3 +90,32 @@ def test_servers_shows_the_probe_then_the_sessions_live_servers_with_errors_made
     assert seen["live_ext"][1:3] == ["ready (stdio)", "5"]
     names = seen["live_names"]
     assert isinstance(names, set) and {"fs", "shell", "memory", "loom", "ext", "hostile"} <= names
+
+
+def state(name: str, state: ServerState, reason: str = "", restarts: int = 0, tools: int | None = None) -> Event:
+    return ServerStateChanged(
+        session_id=SESSION, ts=TS, server=name, state=state, reason=reason, restarts=restarts, tools=tools
+    )
+
+
+@pytest.mark.anyio
+async def test_the_conversation_tells_a_failure_once_a_recovery_and_warnings_but_not_every_start() -> None:
+    events = [
+        state("ext", "starting"),
+        state("ext", "ready", tools=5),  # a first start: every session's servers do it; not worth a line
+        state("ext", "failed", "stopped answering", restarts=0),  # told by the server_failed that follows it
+        ServerFailed(session_id=SESSION, ts=TS, server="ext", error="stopped answering"),
+        state("ext", "ready", restarts=1, tools=5),
+        state("ext", "degraded", "health check took 12s"),
+        ServerLog(session_id=SESSION, ts=TS, server="ext", level="warning", logger="db", message="\x1b[2Jdisk low"),
+    ]
+    app = ConversationApp(events)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        shown = [(n.text, next(c[1:] for c in n.classes)) for n in app.conversation.query(NoticeLine)]
+    assert shown == [
+        ("server ext failed: stopped answering", "error"),
+        ("server ext is back (restart 1, 5 tools)", "info"),
+        ("server ext is degraded (it answers slowly or with errors): health check took 12s", "warning"),
+        ("server ext [db]: [2Jdisk low", "warning"),  # the escape itself is dropped: inert text is left
+    ]
