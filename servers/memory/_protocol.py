@@ -36,7 +36,7 @@ from mcp.types import (
 )
 
 from servers._database import Opened
-from servers.memory._db import NAMESPACES, Database, DatabaseError, NoteError, summary
+from servers.memory._db import NAMESPACES, Database, DatabaseError, NoteError, check_key, check_namespace, summary
 
 __all__ = ["NAMESPACE_TEMPLATE", "NOTE_TEMPLATE", "MemoryProtocol"]
 
@@ -137,10 +137,11 @@ async def _read(db: Database, uri: str) -> ReadResourceResult:
 
     namespace, slash, key = uri[len(SCHEME) :].partition("/")
     try:
+        check_namespace(namespace)
         if not slash:
             text = render_markdown(namespace, await db.notes(namespace))
         else:
-            note = await db.get(namespace, unquote(key))
+            note = await db.get(namespace, check_key(unquote(key)))
             if note is None:
                 raise NoteError(f"no note {unquote(key)!r} in namespace {namespace!r}; resources/list shows them")
             text = note.body
