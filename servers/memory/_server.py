@@ -27,7 +27,7 @@ from servers._stdio import serve_stdio
 from servers._tools import Binding, DeferredServer
 from servers._version import loom_version
 from servers.memory._db import MAX_BODY_BYTES, NAMESPACES, Database, DatabaseError, Note, NoteError, snippet, summary
-from servers.memory._protocol import MemoryProtocol
+from servers.memory._protocol import SCHEME, MemoryProtocol, note_uri
 
 __all__ = ["build_server", "main", "prepare_server"]
 
@@ -125,6 +125,18 @@ async def _tell(ctx: Context, message: str) -> None:
     await _client_log.send(ctx.request_context.session, "info", message, name="memory", request_id=ctx.request_id)
 
 
+async def _changed(ctx: Context, namespace: str, key: str, *, listing: bool) -> None:
+    """Tell ``subscriptions/listen`` streams (2026-07-28) that a note and its namespace's view changed.
+
+    Handshake-era connections declare neither ``subscribe`` nor ``listChanged`` for resources (the SDK's
+    `MCPServer` serves no ``resources/subscribe``), so they re-read; nobody listening costs a publish to no one.
+    """
+    if listing:
+        await ctx.notify_resources_changed()
+    await ctx.notify_resource_updated(note_uri(namespace, key))
+    await ctx.notify_resource_updated(f"{SCHEME}{namespace}")
+
+
 def _out(note: Note) -> NoteOut:
     return NoteOut(namespace=note.namespace, key=note.key, body=note.body, created=note.created, updated=note.updated)
 
@@ -140,6 +152,7 @@ async def set_note(
     with _reported():
         note, created = await db.set(namespace, key, body)
     await _tell(ctx, f"{'created' if created else 'replaced'} note {namespace}/{note.key} ({len(body)} characters)")
+    await _changed(ctx, namespace, note.key, listing=created)
     return Written(created_note=created, note=_out(note))
 
 
@@ -192,6 +205,7 @@ async def delete_note(ctx: Context, namespace: Annotated[str, _NAMESPACE], key: 
     if not removed:
         raise ToolError(f"no note {key!r} in namespace {namespace!r}; nothing was deleted")
     await _tell(ctx, f"deleted note {namespace}/{key}")
+    await _changed(ctx, namespace, key, listing=True)
     return Deleted(namespace=namespace, key=key)
 
 

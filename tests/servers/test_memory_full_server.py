@@ -9,8 +9,10 @@ import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import anyio
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
+from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated
 from mcp.types import LoggingMessageNotificationParams, ResourceTemplateReference, TextResourceContents
 
 from servers.memory import build_server
@@ -149,3 +151,20 @@ async def test_loom_server_memory_offers_all_of_it_over_stdio(tmp_path: Path, mo
         keys = await mcp.complete(NOTE, {"name": "key", "value": "st"}, context_arguments={"namespace": "user"})
     assert "memory://user/style" in listed and body == "make all" and keys.completion.values == ["style"]
     assert [p.level for p in logs.seen] == ["info", "info", "info"]
+
+
+async def test_a_2026_listener_hears_of_a_changed_note_and_a_new_listing(tmp_path: Path) -> None:
+    async with Client(build_server(tmp_path / "m.db")) as mcp:
+        watched = ["memory://user/style"]
+        async with mcp.listen(resources_list_changed=True, resource_subscriptions=watched) as sub:
+            await mcp.call_tool("set", {"namespace": "user", "key": "style", "body": "terse"})
+            seen: set[str] = set()
+            with anyio.fail_after(5):
+                async for event in sub:
+                    if isinstance(event, ResourcesListChanged):
+                        seen.add("list")
+                    elif isinstance(event, ResourceUpdated):
+                        seen.add(str(event.uri))
+                    if seen == {"list", "memory://user/style"}:
+                        break
+    assert seen == {"list", "memory://user/style"}
