@@ -12,62 +12,38 @@ from __future__ import annotations
 import contextlib
 import errno
 import time
-from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
 from mcp import MCPError
 
 from orchestrator.config import ServerConfig
-from orchestrator.hub.names import BUILT_IN_SERVERS
 from orchestrator.hub.outcomes import describe
 from orchestrator.hub.transports import list_all_tools, listed_deferred, open_client, open_errlog, stderr_tail
 from orchestrator.protocol_servers import ServerInfo
 
 if TYPE_CHECKING:
     from orchestrator.hub.pool import Hub
+    from orchestrator.hub.supervisor import ServerHealth
     from orchestrator.hub.transports import DeferredServer
     from orchestrator.runtime.runtime import Runtime
 
 __all__ = ["hub_servers", "plain_error", "probe_servers"]
 
 
-def hub_servers(hub: Hub, configured: Sequence[ServerConfig] = ()) -> list[ServerInfo]:
-    """The live state of an open session's servers, from its hub's supervisor (``Hub.statuses()``).
-
-    A hub without a supervisor (older than issue 16) is read from its tools and failures: each server is ``ready``
-    unless it is down now, with no restart count or latency.
-    """
-    statuses = getattr(hub, "statuses", None)
-    if callable(statuses):
-        return [_from_health(h) for h in statuses()]
-    counts = Counter(t.server for t in hub.tools)
-    failures = hub.failures
-    names = list(dict.fromkeys([*counts, *(c.name for c in configured), *failures]))
-    transports = {c.name: c.transport for c in configured}
-    return [
-        ServerInfo(
-            name=name,
-            transport=transports.get(name, "in-process"),
-            state="failed" if name in failures else "ready",
-            built_in=name in BUILT_IN_SERVERS,
-            tools=counts.get(name, 0),
-            last_error=failures.get(name, ""),
-        )
-        for name in names
-    ]
+def hub_servers(hub: Hub) -> list[ServerInfo]:
+    """The live state of an open session's servers, as its hub's supervisor keeps it (``Hub.statuses()``)."""
+    return [_from_health(h) for h in hub.statuses()]
 
 
-def _from_health(health: Any) -> ServerInfo:
-    """A :class:`ServerInfo` from the supervisor's ``ServerHealth`` (the contract's fields)."""
+def _from_health(health: ServerHealth) -> ServerInfo:
     return ServerInfo(
         name=health.name,
         transport=health.transport,
         state=health.state,
-        built_in=health.transport == "in-process" or health.name in BUILT_IN_SERVERS,
+        built_in=health.transport == "in-process",
         tools=health.tools,
         restarts=health.restarts,
         latency_ms=None if health.latency_ms is None else round(health.latency_ms, 1),

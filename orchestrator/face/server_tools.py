@@ -48,7 +48,7 @@ def add_server_tools(face: MCPServer, host: SessionHost) -> None:
         if session_id:
             session = host.sessions.get(session_id)
             if session is not None:
-                servers = hub_servers(session.hub, host.runtime.servers)
+                servers = hub_servers(session.hub)
                 return ServerList(source="session", session_id=session_id, servers=servers)
         servers = await probe_servers(host.runtime)
         if session_id:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 
@@ -16,6 +20,7 @@ from orchestrator.config import load_config
 from orchestrator.face.server import build_face
 from orchestrator.runtime.embedded import embedded_runtime
 from orchestrator.runtime.host import SessionHost
+from tests.clients.cli_support import processes_matching
 from tests.mcp_calls import call
 from tests.orchestrator.face.test_face import script
 
@@ -41,6 +46,7 @@ def servers_config(**extra: Any) -> dict[str, Any]:
                 "env": {"TEST_SERVER_CRASH_ON_START": "1"},
             },
             "ghost": {"command": "loom-test-no-such-command", "startupTimeout": 5},
+            "off": {"command": "loom-test-no-such-command", "disabled": True},
         },
         **extra,
     }
@@ -67,7 +73,8 @@ async def test_without_a_session_each_configured_server_is_probed_and_its_failur
         listing = await call(client, "list_servers")
     assert listing["source"] == "probe" and "probed" in listing["note"]
     servers = by_name(listing)
-    assert set(servers) == BUILT_IN | {"ext", "crashy", "ghost"}
+    assert set(servers) == BUILT_IN | {"ext", "crashy", "ghost", "off"}
+    assert (servers["off"]["state"], servers["off"]["tools"]) == ("stopped", 0)  # disabled: never started
     ext = servers["ext"]
     assert (ext["state"], ext["transport"], ext["tools"], ext["built_in"]) == ("ready", "stdio", 5, False)
     assert ext["latency_ms"] is not None and ext["latency_ms"] >= 0
@@ -100,6 +107,7 @@ async def test_an_open_session_shows_its_own_servers_live_and_an_unknown_one_fal
     assert servers["ext"]["state"] == "ready" and servers["ext"]["tools"] == 5
     assert servers["crashy"]["state"] == "failed" and "boom" in servers["crashy"]["last_error"]
     assert {"fs", "shell", "memory", "loom"} <= set(servers)
+    assert servers["off"]["state"] == "stopped"
     assert other["source"] == "probe" and other["session_id"] == "s_not_open"
     assert "'s_not_open' is not open" in other["note"]
     assert by_name(other)["ext"]["state"] == "ready"
@@ -144,3 +152,27 @@ async def test_list_models_gives_each_known_model_its_context_window_and_marks_t
         "source": "built-in",
     }
     assert found["providers"] == ["anthropic", "openai", "scripted"]
+
+
+async def test_a_server_killed_while_idle_is_shown_restarted_with_the_reason_it_failed(tmp_path: Path) -> None:
+    own = tmp_path / "own_test_server.py"  # its own path, so that only this test's process is killed
+    shutil.copy(TEST_SERVER, own)
+    server = {"command": sys.executable, "args": [str(own)], "healthInterval": 0.3, "healthTimeout": 2}
+    write_config(tmp_path / "home", {"mcpServers": {"ext": server}})
+    (tmp_path / "w").mkdir()
+    model = script(tmp_path, [{"text": "hi"}])
+    async with face_on(tmp_path) as client:
+        sid = (await call(client, "create_session", cwd=str(tmp_path / "w"), model=model))["session_id"]
+        before = by_name(await call(client, "list_servers", session_id=sid))["ext"]
+        (pid,) = processes_matching(str(own))
+        os.kill(pid, signal.SIGKILL)
+        with anyio.fail_after(30):
+            while True:
+                ext = by_name(await call(client, "list_servers", session_id=sid))["ext"]
+                if ext["state"] == "ready" and ext["restarts"] >= 1:
+                    break
+                await anyio.sleep(0.1)
+        now = processes_matching(str(own))
+    assert (before["state"], before["restarts"], before["last_error"]) == ("ready", 0, "")
+    assert ext["tools"] == 5 and ext["last_error"]  # the failure it recovered from is still said
+    assert now and pid not in now  # a new process serves it
