@@ -1,11 +1,12 @@
-"""The memory notes as MCP resources, completion of namespaces and keys, and prompts-free client logging.
+"""The memory notes as MCP resources and a prompt, completion of namespaces and keys, and client logging.
 
 - ``memory://{namespace}/{key}``: one note's body (``text/markdown``); ``memory://{namespace}``: the namespace as
   one markdown document (the ``notes_md`` view). ``resources/list`` lists the three namespace views and every note
   this server can see (its project's and session's, and the user's), described by the note's first line; both
   URI forms are also resource templates.
-- completion of those templates: ``namespace`` from the namespaces, ``key`` from the keys stored in the namespace
-  given (or in all three when none is).
+- the prompt ``notes`` (argument ``namespace``): the namespace's notes as one user message.
+- completion of those templates and of the prompt: ``namespace`` from the namespaces, ``key`` from the keys
+  stored in the namespace given (or in all three when none is).
 - tools log ``info`` when they store or delete a note and a ``warning`` when they refuse
   (`servers._client_log`), for clients of the eras that have logging.
 
@@ -28,6 +29,7 @@ from mcp.types import (
     Completion,
     ListResourcesResult,
     ListResourceTemplatesResult,
+    PromptReference,
     ReadResourceResult,
     Resource,
     ResourceTemplate,
@@ -89,7 +91,8 @@ class MemoryProtocol:
         elif method == "completion/complete":
             params = CompleteRequestParams.model_validate(ctx.params or {})
             ref = params.ref
-            if isinstance(ref, ResourceTemplateReference) and ref.uri in (NOTE_TEMPLATE, NAMESPACE_TEMPLATE):
+            ours = isinstance(ref, PromptReference) and ref.name == "notes"
+            if ours or (isinstance(ref, ResourceTemplateReference) and ref.uri in (NOTE_TEMPLATE, NAMESPACE_TEMPLATE)):
                 given = (params.context.arguments if params.context else None) or {}
                 return CompleteResult(
                     completion=await _complete(ctx, params.argument.name, params.argument.value, given)

@@ -16,6 +16,8 @@ from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.prompts import Prompt
+from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
@@ -227,6 +229,18 @@ async def notes_md(ctx: Context, namespace: Annotated[str, _NAMESPACE]) -> Notes
     return NotesMarkdown(namespace=namespace, markdown=render_markdown(namespace, notes))
 
 
+async def notes_prompt(ctx: Context, namespace: Annotated[str, _NAMESPACE]) -> list[UserMessage]:
+    """A namespace's notes as one message, to hand the model what was remembered (``/notes user`` in a client)."""
+    db = _db(ctx)
+    with _reported():
+        notes = await db.notes(namespace)
+    return [UserMessage(f"My {namespace} notes, as kept in Loom's memory:\n\n{render_markdown(namespace, notes)}")]
+
+
+_PROMPT = Prompt.from_function(notes_prompt, name="notes", title="Remembered notes")
+"""Built once per process (its argument model costs milliseconds); every memory server adds this same object."""
+
+
 def build_server(db_path: Path, *, project: str = "", session: str = "") -> MCPServer:
     """Build the memory MCP server over the SQLite file at ``db_path``, for one project and one session.
 
@@ -276,6 +290,7 @@ def prepare_server(db_path: Path, *, project: str = "", session: str = "") -> De
             # The notes as resources, namespace and key completion; refusals logged to the client.
             middleware=[RefusalLog("memory"), _PROTOCOL],
         )
+        server.add_prompt(_PROMPT)
         _client_log.install(server)
         # Declares the completions capability; MemoryProtocol answers the requests before they reach this.
         server.completion()(_no_completion)  # type: ignore[no-untyped-call]  # untyped in SDK 2.3

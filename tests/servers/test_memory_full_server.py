@@ -13,7 +13,13 @@ import anyio
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated
-from mcp.types import LoggingMessageNotificationParams, ResourceTemplateReference, TextResourceContents
+from mcp.types import (
+    LoggingMessageNotificationParams,
+    PromptReference,
+    ResourceTemplateReference,
+    TextContent,
+    TextResourceContents,
+)
 
 from servers.memory import build_server
 
@@ -168,3 +174,15 @@ async def test_a_2026_listener_hears_of_a_changed_note_and_a_new_listing(tmp_pat
                     if seen == {"list", "memory://user/style"}:
                         break
     assert seen == {"list", "memory://user/style"}
+
+
+async def test_the_notes_prompt_hands_over_a_namespace(client: tuple[Client, Logs]) -> None:
+    mcp, _ = client
+    await seed(mcp)
+    prompts = {p.name: [a.name for a in p.arguments or []] for p in (await mcp.list_prompts()).prompts}
+    assert prompts == {"notes": ["namespace"]}
+    got = await mcp.get_prompt("notes", {"namespace": "project"})
+    text = got.messages[0].content
+    assert got.messages[0].role == "user" and isinstance(text, TextContent) and "## build\n\nmake all" in text.text
+    ref = PromptReference(type="ref/prompt", name="notes")
+    assert (await mcp.complete(ref, {"name": "namespace", "value": "u"})).completion.values == ["user"]
