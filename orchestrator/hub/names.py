@@ -11,7 +11,7 @@ import hashlib
 import re
 
 MAX_TOOL_NAME = 64
-BUILT_IN_SERVERS = frozenset({"fs", "shell", "memory", "loom", "subagents", "checkpoints"})
+BUILT_IN_SERVERS = frozenset({"fs", "shell", "memory", "loom", "subagents", "checkpoints", "mcp_access"})
 """Names only Loom's own servers may have: policy trusts what they are (a ``subagents`` tool only starts a child
 that its own bounds hold), so a configured server may not take one of them, spelled any way that sanitises to it."""
 DELEGATING_SERVER = "subagents"

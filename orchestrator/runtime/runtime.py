@@ -151,7 +151,7 @@ class Runtime:
         when the child is created, so that a reopened child is bounded the same way).
         The tools are disconnected when the context exits; the session itself stays in the store.
         """
-        from servers import fs, shell, subagents
+        from servers import fs, mcp_access, shell, subagents
         from servers import memory as servers_memory
 
         if rules is None:
@@ -247,6 +247,11 @@ class Runtime:
 
         project, memory, protected, internal = await anyio.to_thread.run_sync(place, session_id)
         bounds = child.bounds if child is not None else None
+        # Other servers' resources and prompts, for the model: worth four more tools in every request only when the
+        # session has servers other than Loom's own, whose tools already give what their resources would.
+        access = mcp_access.prepare_server() if any(not s.disabled for s in self.servers) else None
+        if access is not None:
+            internal[mcp_access.NAME] = access
         hub = Hub(
             internal,
             self.servers,
@@ -256,6 +261,8 @@ class Runtime:
             timeouts=self.tool_timeouts,
             visible=bounds.sees if bounds is not None else None,
         )
+        if access is not None:
+            access.bind(hub, restricted=bounds is not None, own=frozenset(internal))
         async with hub:
             session = Session(
                 session_id,

@@ -1,0 +1,8 @@
+"""Other MCP servers' resources and prompts for the model, as Loom's in-process ``mcp_access`` server.
+
+It needs a session's hub to reach the other servers, so it is not one of the standalone ``loom server`` servers.
+"""
+
+from servers.mcp_access._server import NAME, AccessServer, Peers, prepare_server
+
+__all__ = ["NAME", "AccessServer", "Peers", "prepare_server"]

@@ -1,0 +1,242 @@
+"""The ``mcp_access`` server: the model lists and reads other servers' resources and gets their prompts.
+
+A session's other servers are reached through its hub (`Peers`), which is built after this server is prepared:
+the hub lists this server's tools while it starts, so `AccessServer.bind` gives it the hub afterwards, before any
+call can arrive. Every request goes to the named server's own handler, so a server's confinement (a file server's
+roots, a notes server's scope) holds for what is read through here as for its tools.
+
+Which servers may be read is the session's to say: a child session whose allow-lists hide a server's tools
+(`restricted`) may read only servers it sees a tool of; the others are answered as if they did not exist, so a
+child learns nothing of servers its parent kept from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Annotated, Protocol, TypeVar
+
+import anyio
+from mcp import Client, MCPError
+from mcp import types as mt
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from servers._tools import Binding, DeferredServer
+from servers._version import loom_version
+from servers.mcp_access._render import prompt_blocks, prompts_text, resource_blocks, resources_text
+
+__all__ = ["NAME", "AccessServer", "Peers", "prepare_server"]
+
+NAME = "mcp_access"
+"""The server's name: one of Loom's reserved built-in names."""
+REQUEST_TIMEOUT_S = 60.0
+"""How long one request to another server may take before the model is told it timed out."""
+_READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hint=False, open_world_hint=True)
+_T = TypeVar("_T")
+
+
+class _Listed(Protocol):
+    @property
+    def server(self) -> str: ...
+
+
+class Peers(Protocol):
+    """The session's other servers, as its hub reaches them."""
+
+    @property
+    def tools(self) -> Sequence[_Listed]:
+        """The tools this session is shown (a child sees only what its allow-lists let through)."""
+        ...
+
+    def server_names(self) -> list[str]:
+        """Every server of the session."""
+        ...
+
+    async def client(self, server: str) -> Client:
+        """A connected client of ``server`` (connecting it on demand); raises with the reason when it cannot."""
+        ...
+
+
+_Server = Annotated[str, Field(description="a server name, as list_resources or list_prompts name them")]
+_AnyServer = Annotated[str | None, Field(description="a server name; omit for every server")]
+_Cursor = Annotated[str | None, Field(description="the cursor a previous page gave, for the next page")]
+
+
+class Access:
+    """One session's view of its other servers; `bind` gives it the session's hub."""
+
+    def __init__(self) -> None:
+        self._peers: Peers | None = None
+        self._restricted = False
+        self._own: frozenset[str] = frozenset()
+
+    def bind(self, peers: Peers, *, restricted: bool, own: frozenset[str] = frozenset()) -> None:
+        """Reach ``peers``; ``restricted``: only servers the session is shown a tool of may be read.
+
+        ``own`` are Loom's built-in servers: they may be named, but listing every server leaves them out, since
+        whatever they offer their tools give already (and listing them would start each one).
+        """
+        self._peers, self._restricted, self._own = peers, restricted, own
+
+    def _readable(self) -> list[str]:
+        if self._peers is None:
+            raise ToolError("this server is not connected to a session's servers yet; try again")
+        names = [n for n in self._peers.server_names() if n != NAME]
+        if self._restricted:
+            shown = {tool.server for tool in self._peers.tools}
+            names = [n for n in names if n in shown]
+        return names
+
+    async def _client(self, server: str) -> Client:
+        readable = self._readable()
+        if server not in readable:
+            known = ", ".join(readable) or "none"
+            raise ToolError(f"no server named {server!r} that this session can read; the servers are: {known}")
+        assert self._peers is not None
+        try:
+            return await self._peers.client(server)
+        except Exception as exc:  # the hub's reason, in the model's terms
+            raise ToolError(f"server {server!r} is unavailable: {exc}") from exc
+
+    async def _ask(self, server: str, what: str, request: Callable[[], Awaitable[_T]]) -> _T:
+        try:
+            with anyio.fail_after(REQUEST_TIMEOUT_S):
+                return await request()
+        except TimeoutError:
+            raise ToolError(f"server {server!r} did not answer {what} within {REQUEST_TIMEOUT_S:g}s") from None
+        except MCPError as exc:
+            if exc.code == mt.METHOD_NOT_FOUND:
+                raise ToolError(f"server {server!r} does not support {what}") from exc
+            raise ToolError(f"server {server!r} refused {what}: {exc.message}") from exc
+
+    async def _offering(self, server: str, kind: str) -> Client:
+        """The client of a server that declares the ``resources`` or ``prompts`` capability."""
+        client = await self._client(server)
+        capabilities = client.server_capabilities
+        if getattr(capabilities, kind) is None:
+            others = await self._declaring(kind, explicit=False)
+            hint = f"; servers that do: {', '.join(others)}" if others else ""
+            raise ToolError(f"server {server!r} offers no {kind} (it does not declare the {kind} capability){hint}")
+        return client
+
+    async def _declaring(self, kind: str, *, explicit: bool = True) -> list[str]:
+        """Readable servers (Loom's own left out) that declare ``kind``, among those already reachable."""
+        found: list[str] = []
+        for name in self._readable():
+            if name in self._own:
+                continue
+            try:
+                client = await self._client(name)
+            except ToolError:
+                continue
+            if getattr(client.server_capabilities, kind) is not None:
+                found.append(name)
+        return found
+
+    async def list_resources(self, server: _AnyServer = None, cursor: _Cursor = None) -> mt.CallToolResult:
+        """List a server's resources and resource templates (every server's when server is omitted)."""
+        if server is None:
+            if cursor is not None:
+                raise ToolError("a cursor belongs to one server's listing: pass that server too")
+            return await self._every("resources", self._resources_page)
+        return _text(await self._resources_page(server, cursor))
+
+    async def _resources_page(self, server: str, cursor: str | None = None) -> str:
+        client = await self._offering(server, "resources")
+        page = await self._ask(server, "resources/list", lambda: client.list_resources(cursor=cursor))
+        templates: list[mt.ResourceTemplate] = []
+        if cursor is None:
+            try:
+                found = await self._ask(server, "resources/templates/list", client.list_resource_templates)
+                templates = list(found.resource_templates)
+            except ToolError:
+                pass  # templates are optional: a server without them still has its resources listed
+        return resources_text(server, list(page.resources), templates, page.next_cursor)
+
+    async def _every(self, kind: str, page: Callable[[str], Awaitable[str]]) -> mt.CallToolResult:
+        servers = await self._declaring(kind)
+        if not servers:
+            return _text(f"No server of this session offers {kind}.")
+        texts: list[str] = []
+        for name in servers:
+            try:
+                texts.append(await page(name))
+            except ToolError as exc:
+                texts.append(str(exc))
+        return _text("\n\n".join(texts))
+
+    async def read_resource(
+        self, server: _Server, uri: Annotated[str, Field(description="the resource's URI")]
+    ) -> mt.CallToolResult:
+        """Read one resource of a server by URI (a listed one, or a template filled in)."""
+        scheme, colon, rest = uri.partition(":")
+        if not colon or not scheme or not rest or any(c.isspace() for c in uri):
+            raise ToolError(
+                f"{uri!r} is not a resource URI: one has a scheme and no spaces, like file:///path or docs://name; "
+                f"list_resources shows {server!r}'s"
+            )
+        client = await self._offering(server, "resources")
+        result = await self._ask(server, f"reading {uri}", lambda: client.read_resource(uri))
+        return mt.CallToolResult(content=resource_blocks(server, uri, result))
+
+    async def list_prompts(self, server: _AnyServer = None, cursor: _Cursor = None) -> mt.CallToolResult:
+        """List a server's prompts and their arguments (every server's when server is omitted)."""
+        if server is None:
+            if cursor is not None:
+                raise ToolError("a cursor belongs to one server's listing: pass that server too")
+            return await self._every("prompts", self._prompts_page)
+        return _text(await self._prompts_page(server, cursor))
+
+    async def _prompts_page(self, server: str, cursor: str | None = None) -> str:
+        client = await self._offering(server, "prompts")
+        page = await self._ask(server, "prompts/list", lambda: client.list_prompts(cursor=cursor))
+        return prompts_text(server, list(page.prompts), page.next_cursor)
+
+    async def get_prompt(
+        self,
+        server: _Server,
+        name: Annotated[str, Field(description="the prompt's name")],
+        arguments: Annotated[dict[str, str] | None, Field(description="the prompt's arguments")] = None,
+    ) -> mt.CallToolResult:
+        """Get a server's prompt, its arguments filled in, as the messages it makes."""
+        client = await self._offering(server, "prompts")
+        result = await self._ask(server, f"prompt {name!r}", lambda: client.get_prompt(name, arguments))
+        return mt.CallToolResult(content=prompt_blocks(server, name, result))
+
+
+def _text(text: str) -> mt.CallToolResult:
+    return mt.CallToolResult(content=[mt.TextContent(type="text", text=text)])
+
+
+class AccessServer(DeferredServer):
+    """The ``mcp_access`` server of one session, built on its first call; `bind` it to the session's hub."""
+
+    def __init__(self, access: Access, bindings: Sequence[Binding], make: Callable[[list[Tool]], MCPServer]) -> None:
+        super().__init__(NAME, bindings, make)
+        self._access = access
+
+    def bind(self, peers: Peers, *, restricted: bool, own: frozenset[str] = frozenset()) -> None:
+        """Reach the session's servers through ``peers`` (see `Access.bind`)."""
+        self._access.bind(peers, restricted=restricted, own=own)
+
+
+_INSTRUCTIONS = "Other MCP servers' resources and prompts: list and read resources, list and get prompts."
+
+
+def prepare_server() -> AccessServer:
+    """The ``mcp_access`` server for one session, unbound; its tools' schemas are built once per process."""
+    access = Access()
+
+    def make(bound: list[Tool]) -> MCPServer:
+        return MCPServer(NAME, version=loom_version(), instructions=_INSTRUCTIONS, tools=bound, log_level="WARNING")
+
+    bindings = [
+        Binding(access.list_resources, "list_resources", annotations=_READ_ONLY),
+        Binding(access.read_resource, "read_resource", annotations=_READ_ONLY),
+        Binding(access.list_prompts, "list_prompts", annotations=_READ_ONLY),
+        Binding(access.get_prompt, "get_prompt", annotations=_READ_ONLY),
+    ]
+    return AccessServer(access, bindings, make)

@@ -1,0 +1,197 @@
+"""The model lists and reads other servers' resources and gets their prompts through ``mcp_access``, within bounds.
+
+The servers are real subprocesses over stdio (``resources_test_server.py``); the model is scripted and the calls
+go through a session's loop and policy, as a model's would.
+"""
+
+from __future__ import annotations
+
+import sys
+import timeit
+from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.config import ServerConfig
+from orchestrator.events import ToolCallFinished
+from orchestrator.models.scripted import ScriptedModel
+from orchestrator.policy.narrowing import ChildRequest
+from orchestrator.runtime.embedded import embedded_runtime
+from orchestrator.runtime.lineage import Lineage
+from orchestrator.runtime.runtime import ChildOpening, Runtime
+from orchestrator.runtime.session import Session
+from servers import mcp_access
+from servers._tools import template_count
+from tests.servers.resources_test_server import HUGE_CHARS
+
+pytestmark = pytest.mark.anyio
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = str(Path(__file__).with_name("resources_test_server.py"))
+SECRET = "the vault's combination is 31-41-59"
+
+
+def resource_server(name: str, **env: str) -> ServerConfig:
+    return ServerConfig(
+        name=name,
+        transport="stdio",
+        command=sys.executable,
+        args=(SCRIPT,),
+        env={"PYTHONPATH": str(REPO), "TEST_SERVER_NAME": name, **env},
+        startup_timeout_s=20,
+        call_timeout_s=20,
+    )
+
+
+def call(tool: str, /, **arguments: Any) -> dict[str, Any]:
+    return {"id": tool, "name": f"mcp_access__{tool}", "arguments": arguments}
+
+
+async def results(runtime: Runtime, session: Session, calls: Sequence[Mapping[str, Any]]) -> list[ToolCallFinished]:
+    """Run one turn per call, then return each call's recorded result, in order."""
+    assert isinstance(session.model, ScriptedModel)
+    outcome = await session.run("look at the servers' resources")
+    assert outcome.status == "completed", outcome
+    events = await runtime.log.store.read_events(session.id)
+    finished = [e for e in events if isinstance(e, ToolCallFinished)]
+    assert len(finished) == len(calls)
+    return finished
+
+
+def turns(calls: Sequence[Mapping[str, Any]]) -> ScriptedModel:
+    return ScriptedModel.from_turns([*({"tool_calls": [c]} for c in calls), {"text": "done"}])
+
+
+async def test_a_model_lists_reads_and_gets_prompts_end_to_end_under_a_headless_ask_policy(tmp_path: Path) -> None:
+    calls = [
+        call("list_resources"),
+        call("read_resource", server="docs", uri="docs://readme"),
+        call("read_resource", server="docs", uri="notes://groceries"),
+        call("read_resource", server="docs", uri="docs://logo.png"),
+        call("read_resource", server="docs", uri="docs://archive.bin"),
+        call("list_prompts", server="docs"),
+        call("get_prompt", server="docs", name="review", arguments={"code": "x = 1/0"}),
+        call("read_resource", server="docs", uri="docs://nothing-here"),
+        call("read_resource", server="docs", uri="not a uri"),
+        call("read_resource", server="fs", uri="fs://inside.txt"),
+        call("read_resource", server="fs", uri="fs://../outside.txt"),
+        call("read_resource", server="fs", uri=f"fs://{tmp_path / 'outside.txt'}"),
+    ]
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "inside.txt").write_text("INSIDE the workspace")
+    (tmp_path / "outside.txt").write_text("OUTSIDE the workspace")
+    model = turns(calls)
+    async with (
+        embedded_runtime(tmp_path / "home", [resource_server("docs")]) as runtime,
+        # Headless in ask mode: anything not read-only would be denied, so every success below is policy's yes.
+        runtime.open_session(work, model, mode="ask", headless=True) as session,
+    ):
+        assert {t.name for t in session.hub.tools} >= {f"mcp_access__{n}" for n in ("read_resource", "get_prompt")}
+        (listed, readme, note, logo, archive, prompts, prompt, missing, bad, inside, *escapes) = await results(
+            runtime, session, calls
+        )
+    assert not listed.is_error
+    assert "Resources of docs:" in listed.content and "docs://readme 'readme' (text/markdown)" in listed.content
+    assert "notes://{key} 'note'" in listed.content and "How to use the docs" in listed.content
+    assert "fs" not in listed.content.split("\n")[0]  # Loom's own servers are not listed unasked
+    assert (readme.is_error, readme.content) == (False, "# docs\nThe readme of docs.")
+    assert note.content == "note groceries of docs"
+    assert not logo.is_error and "image/png" in logo.content
+    assert not archive.is_error and "[binary application/octet-stream, 2.0 kB" in archive.content
+    assert "review (code, focus?)" in prompts.content and "Review a piece of code" in prompts.content
+    assert not prompt.is_error
+    assert "--- user ---\nReview this code for bugs:\nx = 1/0" in prompt.content
+    assert "--- assistant ---\nI will look for bugs first." in prompt.content
+    assert missing.is_error and "server 'docs' refused reading docs://nothing-here" in missing.content
+    assert bad.is_error and "'not a uri' is not a resource URI" in bad.content
+    # Loom's own servers may be named; their resources are confined as their tools are.
+    assert (inside.is_error, inside.content) == (False, "INSIDE the workspace")
+    for escape in escapes:
+        assert escape.is_error and "OUTSIDE" not in escape.content, escape
+
+
+async def test_a_child_cannot_read_a_server_its_bounds_hide_nor_learn_that_it_exists(tmp_path: Path) -> None:
+    servers = [resource_server("docs"), resource_server("vault", TEST_SERVER_SECRET=SECRET)]
+    attack = [
+        call("read_resource", server="vault", uri="docs://secret"),
+        call("list_resources"),
+        call("list_resources", server="vault"),
+        call("get_prompt", server="vault", name="review", arguments={"code": "x"}),
+        call("read_resource", server="docs", uri="docs://readme"),
+    ]
+    async with embedded_runtime(tmp_path / "home", servers) as runtime:
+        parent_model = turns([call("read_resource", server="vault", uri="docs://secret")])
+        async with runtime.open_session(tmp_path, parent_model) as parent:
+            # The parent reads it: the child's refusal below is its bounds', not a broken server.
+            (own,) = await results(runtime, parent, [{}])
+            assert own.content == SECRET
+            bounds = parent.approvals.bounds.narrow(
+                ChildRequest("child 'reader'", allow=("mcp_access__*", "docs__*")),
+                available=[t.name for t in parent.hub.tools],
+            )
+            opening = ChildOpening(bounds, Lineage(parent_session_id=parent.id, ancestors=(parent.id,)))
+            async with runtime.open_session(tmp_path, turns(attack), child=opening) as child:
+                assert not any(t.server == "vault" for t in child.hub.tools)
+                read, every, listed, prompt, allowed = await results(runtime, child, attack)
+                events = await runtime.log.store.read_events(child.id)
+    for refused in (read, listed, prompt):
+        assert refused.is_error, refused
+        assert "no server named 'vault' that this session can read; the servers are: " in refused.content
+        assert "docs" in refused.content.split("servers are:")[1] and refused.content.count("vault") == 1
+    assert "docs://readme" in every.content and "vault" not in every.content
+    assert not any(SECRET in e.model_dump_json() for e in events)
+    assert allowed.content == "# docs\nThe readme of docs."
+
+
+async def test_a_huge_resource_is_cut_and_says_so(tmp_path: Path) -> None:
+    calls = [call("read_resource", server="docs", uri="docs://huge")]
+    async with (
+        embedded_runtime(tmp_path / "home", [resource_server("docs")]) as runtime,
+        runtime.open_session(tmp_path, turns(calls)) as session,
+    ):
+        (huge,) = await results(runtime, session, calls)
+    assert not huge.is_error
+    assert huge.content.startswith("head xxx") and " tail" not in huge.content
+    assert len(huge.content) < 51_000 < HUGE_CHARS
+    assert f"[cut: {HUGE_CHARS - 50_000} more characters not shown" in huge.content
+
+
+async def test_an_unknown_server_is_named_with_the_known_ones_and_a_server_without_prompts_says_so(
+    tmp_path: Path,
+) -> None:
+    calls = [
+        call("read_resource", server="nope", uri="docs://readme"),
+        call("list_prompts", server="nope"),
+        call("list_resources", cursor="abc"),
+    ]
+    async with (
+        embedded_runtime(tmp_path / "home", [resource_server("docs")]) as runtime,
+        runtime.open_session(tmp_path, turns(calls)) as session,
+    ):
+        unknown, prompts, cursor = await results(runtime, session, calls)
+    for refused in (unknown, prompts):
+        assert refused.is_error and "no server named 'nope'" in refused.content
+        assert "docs" in refused.content and "fs" in refused.content
+    assert cursor.is_error and "pass that server too" in cursor.content
+
+
+async def test_sessions_without_other_enabled_servers_get_no_access_tools(tmp_path: Path) -> None:
+    disabled = replace(resource_server("docs"), disabled=True)
+    async with (
+        embedded_runtime(tmp_path / "home", [disabled]) as runtime,
+        runtime.open_session(tmp_path, ScriptedModel.from_turns([])) as session,
+    ):
+        assert not any(t.server == mcp_access.NAME for t in session.hub.tools)
+        assert session.hub.tools  # Loom's own are there
+
+
+def test_preparing_the_server_for_a_session_costs_microseconds_and_builds_no_schema() -> None:
+    mcp_access.prepare_server().build()  # the process's first: schemas built once
+    templates = template_count()
+    per_session = min(timeit.repeat(mcp_access.prepare_server, number=1000, repeat=3)) / 1000
+    assert template_count() == templates
+    assert per_session < 200e-6, per_session
