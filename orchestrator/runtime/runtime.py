@@ -65,9 +65,10 @@ def secret_state(home: Path) -> list[Path]:
     hold every session's history and notes. Config and rules stay readable (writing them asks).
     """
     from orchestrator.daemon.auth import TOKEN_FILE
+    from orchestrator.face.tasks import KEY_FILE  # task ids are derived with it
 
     databases = (DB_NAME, MEMORY_DB_NAME)
-    names = [TOKEN_FILE, *(f"{db}{suffix}" for db in databases for suffix in ("", "-wal", "-shm"))]
+    names = [TOKEN_FILE, KEY_FILE, *(f"{db}{suffix}" for db in databases for suffix in ("", "-wal", "-shm"))]
     return [home / name for name in names]
 
 

@@ -88,8 +88,8 @@ class Raw:
 
 
 @contextlib.asynccontextmanager
-async def face_over_http(tmp_path: Path) -> AsyncIterator[Raw]:
-    async with embedded_runtime(tmp_path / "home") as runtime, SessionHost(runtime) as host:
+async def face_over_http(tmp_path: Path, resolver: Any = None) -> AsyncIterator[Raw]:
+    async with embedded_runtime(tmp_path / "home") as runtime, SessionHost(runtime, resolver) as host:
         async with served(build_face(host), TOKEN) as origin, http(TOKEN) as client:
             yield Raw(client, f"{origin}/mcp", WITH_TASKS)
 
@@ -245,6 +245,27 @@ async def test_a_guessed_or_unknown_task_id_is_a_clear_error(tmp_path: Path) -> 
     assert refused["isError"] and "taskId" not in refused
 
 
+async def test_an_interrupted_run_stays_working_and_resume_run_answers_with_the_same_task(tmp_path: Path) -> None:
+    async with face_over_http(tmp_path) as raw:
+        session_id = await new_session(raw, tmp_path, [{"text": "thinking", "delay_s": 60}])
+        created = await raw.tool("send_message", session_id=session_id, text="one")
+    # The host closed with the run in progress: it is interrupted, which Loom can continue, so not terminal.
+
+    def resolver(spec: str, cwd: Path) -> Any:
+        from orchestrator.models.scripted import FunctionModel
+
+        return FunctionModel(lambda request: {"text": "after restart"})
+
+    async with face_over_http(tmp_path, resolver) as raw:
+        interrupted = await raw.result("tasks/get", {"taskId": created["taskId"]})
+        run_id = created["taskId"].rpartition(".")[0]
+        resumed = await raw.tool("resume_run", run_id=run_id)
+        done = await raw.poll(resumed["taskId"], ["completed", "failed", "cancelled"])
+    assert interrupted["status"] == "working" and "resume_run" in interrupted["statusMessage"]
+    assert resumed["resultType"] == "task" and resumed["taskId"] == created["taskId"]
+    assert done["result"]["structuredContent"]["final_text"] == "after restart"
+
+
 async def test_a_task_from_the_daemon_survives_its_restart(tmp_path: Path) -> None:
     home, work = tmp_path / "home", tmp_path / "work"
     work.mkdir()
@@ -260,3 +281,17 @@ async def test_a_task_from_the_daemon_survives_its_restart(tmp_path: Path) -> No
     assert created["resultType"] == "task"
     assert first["result"]["structuredContent"]["final_text"] == "from the daemon"
     assert again["status"] == "completed" and again["result"] == first["result"]
+
+
+async def test_a_model_cannot_read_the_key_task_ids_are_derived_with(tmp_path: Path) -> None:
+    read_key: list[dict[str, Any]] = [
+        {"text": "peek", "tool_calls": [{"id": "k", "name": "fs__read", "arguments": {"path": f"home/{KEY_FILE}"}}]},
+        {"text": "saw: {{result:k}}"},
+    ]
+    async with face_over_http(tmp_path) as raw:  # the workspace, tmp_path, holds Loom's home
+        session_id = await new_session(raw, tmp_path, read_key)
+        created = await raw.tool("send_message", session_id=session_id, text="read it")
+        done = await raw.poll(created["taskId"], ["completed", "failed", "cancelled"])
+    key = (tmp_path / "home" / KEY_FILE).read_bytes()
+    said = done["result"]["structuredContent"]["final_text"]
+    assert len(key) == 32 and said.startswith("saw: ") and "inside Loom's own state" in said, said
