@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 import anyio
+import anyio.lowlevel
 import jsonschema
 from mcp import Client, MCPError
 from mcp import types as mt
@@ -64,6 +65,8 @@ __all__ = [
 
 RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 15.0, 60.0)
 """Seconds before restarting a failed server: the first failure waits the first value, and so on."""
+_NOTICE_TURNS = 8
+"""Event-loop turns a finished call of an external server waits for a list change it announced to be noticed."""
 RESTART_WAIT_S = 5.0
 """A call to a server whose restart is due within this many seconds waits for it (nothing was sent yet)."""
 
@@ -150,6 +153,8 @@ class Hub:
             client_hooks=client_hooks,
         )
         self._visible = visible
+        self.client_hooks = client_hooks
+        """The session's answers to its servers' requests (the loop says which call a request belongs to)."""
         self._tools: dict[str, HubTool] = {}
         self._specs: list[ToolSpec] = []
         self._exit = contextlib.AsyncExitStack()
@@ -298,7 +303,9 @@ class Hub:
             await self._revive(down)  # its tools may be back, or the model guessed a name
             tool = self._tools.get(name)
             if tool is None:
-                return outcomes.server_unavailable(down.name, down.error)
+                cfg = down.config
+                why = f"it is disabled in its config, {cfg.source}" if cfg is not None and cfg.disabled else down.error
+                return outcomes.server_unavailable(down.name, why)
         if tool is None:
             return outcomes.unknown_tool(name, sorted(self._tools))
         if tool.validator is not None:
@@ -368,6 +375,16 @@ class Hub:
             return outcomes.timed_out(name, limit, read_only=read_only, takes_timeout=takes_timeout(tool.input_schema))
         conn.latency_ms = (anyio.current_time() - started) * 1000
         conn.last_ok = anyio.current_time()
+        if conn.config is not None:
+            # A server that changes its list during a call (adding a tool, say) announces it before it answers, but
+            # the SDK hands notifications to tasks of their own: a few turns of the event loop let them land, and
+            # the new list is fetched before the result returns, so the step after this one already offers it.
+            for _ in range(_NOTICE_TURNS):
+                if conn.dirty:
+                    break
+                await anyio.lowlevel.checkpoint()
+            if conn.dirty or conn.refreshing is not None:
+                await self._sup.refresh(conn)
         return outcomes.from_result(result)
 
     async def _lost(

@@ -115,6 +115,8 @@ class Connection:
     dirty: bool = False
     """A list_changed arrived: its listings are fetched again."""
     check_now: bool = False
+    refreshing: anyio.Event | None = None
+    """Set while its listings are being fetched again; a call that ends meanwhile waits for the new list."""
     starting: anyio.CancelScope | None = None
 
     @property
@@ -423,7 +425,23 @@ class Supervisor:
         return True
 
     async def refresh(self, conn: Connection) -> None:
-        """Fetch ``conn``'s tools again (and its resources and prompts, for the client's cache)."""
+        """Fetch ``conn``'s tools again (and its resources and prompts, for the client's cache).
+
+        A refresh already under way is waited for instead (and followed by another if a change came meanwhile).
+        """
+        while (running := conn.refreshing) is not None:
+            await running.wait()
+            if not conn.dirty:
+                return
+        conn.refreshing = done = anyio.Event()
+        try:
+            await self._refresh(conn)
+        finally:
+            conn.refreshing = None
+            done.set()
+
+    async def _refresh(self, conn: Connection) -> None:
+        conn.dirty = False
         client = conn.client
         if client is None:
             return

@@ -40,7 +40,7 @@ def pid() -> int:
 @server.tool()
 async def wedge() -> str:
     """Block the whole server (its event loop) for a while: nothing is answered meanwhile."""
-    time.sleep(float(os.environ.get("TEST_WEDGE_S", "3600")))
+    time.sleep(float(os.environ.get("TEST_WEDGE_S", "3600")))  # noqa: ASYNC251 - blocking the loop is the point
     return "unwedged"
 
 
