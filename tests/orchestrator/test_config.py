@@ -44,6 +44,42 @@ def test_standard_mcp_servers_format_is_read(tmp_path: Path, monkeypatch: pytest
     )
 
 
+def test_type_disabled_and_health_settings_of_an_entry_are_read(tmp_path: Path) -> None:
+    cfg = load_config_file(
+        write(
+            tmp_path / "c.json",
+            {
+                "mcpServers": {
+                    "old": {"type": "sse", "url": "http://127.0.0.1:9/sse"},
+                    "new": {"type": "streamable-http", "url": "http://127.0.0.1:9/mcp", "healthInterval": 5},
+                    "off": {"type": "stdio", "command": "srv", "disabled": True, "healthTimeout": 2},
+                    "plain": {"command": "srv"},
+                }
+            },
+        )
+    )
+    old, new, off, plain = cfg.servers
+    assert (old.transport, new.transport, off.transport, plain.transport) == ("sse", "http", "stdio", "stdio")
+    assert (off.disabled, plain.disabled) == (True, False)
+    assert (new.health_interval_s, new.health_timeout_s, off.health_timeout_s) == (5.0, 10.0, 2.0)
+    assert (plain.health_interval_s, plain.health_timeout_s) == (30.0, 10.0)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"type": "websocket", "url": "ws://h"}, r"mcpServers\.x\.type must be 'stdio', 'http' .* or 'sse'"),
+        ({"type": "sse", "command": "srv"}, r"mcpServers\.x has type 'sse' but no 'url'"),
+        ({"type": "stdio", "url": "http://h/mcp"}, r"mcpServers\.x has type 'stdio' but no 'command'"),
+        ({"command": "srv", "disabled": "yes"}, r"mcpServers\.x\.disabled must be true or false"),
+        ({"command": "srv", "healthInterval": 0}, r"mcpServers\.x\.healthInterval must be a positive number"),
+    ],
+)
+def test_bad_type_disabled_or_health_settings_are_named(tmp_path: Path, entry: object, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config_file(write(tmp_path / "c.json", {"mcpServers": {"x": entry}}))
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
