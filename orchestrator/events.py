@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from orchestrator.messages import Message, Usage
+from orchestrator.messages import Attachment, Message, Usage
 
 RunStatus = Literal[
     "queued", "running", "awaiting_approval", "completed", "failed", "cancelled", "interrupted", "needs_review"
@@ -184,6 +184,9 @@ class ToolCallFinished(_EventBase):
     content: str
     structured: dict[str, Any] | None = None
     duration_ms: float
+    attachments: list[Attachment] = Field(default_factory=list)
+    """The result's parts that are not text, in order (``content`` has a line for each): an image a model may be
+    shown keeps its data, so a reopened session sends the model what the open one did."""
 
 
 class ApprovalRequested(_EventBase):

@@ -31,6 +31,50 @@ class ToolUseBlock(BaseModel):
     input: dict[str, Any]
 
 
+class Attachment(BaseModel):
+    """A part of a tool result that is not text: an image, a sound, or a binary resource.
+
+    The result's text always says what the part was (:attr:`summary`, at its place among the text). Only an image
+    a model can be shown keeps its ``data``; providers that take images in tool results send it as an image
+    block, the others say it was left out. Audio and other binary parts keep no data: no provider here takes
+    them in a tool result, so the text's line is what the model gets and this is what a client shows.
+    """
+
+    model_config = ConfigDict(frozen=True)
+    kind: Literal["image", "audio", "blob"]
+    """``blob``: binary data of any other type (an embedded PDF, say)."""
+    mime_type: str
+    """The media type as the bytes say it is (a server's claim is checked against an image's signature)."""
+    size: int
+    """Bytes, decoded."""
+    width: int | None = None
+    """Pixels, for an image whose header gives them (as do PNG, JPEG, GIF and WebP)."""
+    height: int | None = None
+    """Pixels, like ``width``."""
+    uri: str = ""
+    """For a part of an embedded resource: the resource's URI."""
+    data: str = ""
+    """Base64, for an image a model may be shown; empty for everything else (and for an image left out)."""
+
+    @property
+    def summary(self) -> str:
+        """What the part is, in a few words: ``image 640×480 png, 12 KB``."""
+        if self.kind == "blob":
+            return f"{self.mime_type}, {size_text(self.size)}"
+        subtype = self.mime_type.partition("/")[2] or self.mime_type
+        dims = f" {self.width}×{self.height}" if self.width and self.height else ""
+        return f"{self.kind}{dims} {subtype}, {size_text(self.size)}"
+
+
+def size_text(size: int) -> str:
+    """A byte count as a person reads it: ``800 B``, ``12 KB``, ``4.3 MB``."""
+    if size < 1024:
+        return f"{size} B"
+    if size < 1024 * 1024:
+        return f"{round(size / 1024)} KB"
+    return f"{size / (1024 * 1024):.1f} MB"
+
+
 class ToolResultBlock(BaseModel):
     """The outcome of one tool call, fed back to the model."""
 
@@ -39,6 +83,13 @@ class ToolResultBlock(BaseModel):
     tool_use_id: str
     content: str
     is_error: bool = False
+    attachments: list[Attachment] = Field(default_factory=list)
+    """The result's images (and what else was not text), in order; ``content`` has a line for each."""
+
+    @property
+    def images(self) -> list[Attachment]:
+        """The images a model may be shown (those that kept their data)."""
+        return [a for a in self.attachments if a.kind == "image" and a.data]
 
 
 ContentBlock = Annotated[TextBlock | ToolUseBlock | ToolResultBlock, Field(discriminator="type")]

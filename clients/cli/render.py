@@ -143,6 +143,7 @@ def _tool_line(event: ToolCallFinished, arguments: dict[str, object] | None) -> 
     mark = "✗" if event.is_error else "✓"
     args = f" {format_arguments(arguments)}" if arguments else ""
     line = f"  {mark} {event.tool}{args} ({event.duration_ms:.0f} ms)"
+    line += "".join(f" [{part.summary}]" for part in event.attachments)  # what the line's text cannot show
     if event.is_error:
         line += f" → {error_text(event)}"
     return line

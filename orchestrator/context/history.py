@@ -164,7 +164,10 @@ def _rebuild(events: Iterable[Event], *, open_tail: bool) -> tuple[list[Message]
         elif isinstance(event, ToolCallFinished):
             # Cut as the loop cut it when the result came in: the rebuilt context is what the model saw.
             results[event.call_id] = ToolResultBlock(
-                tool_use_id=event.call_id, content=clip_result(event.content, event.call_id), is_error=event.is_error
+                tool_use_id=event.call_id,
+                content=clip_result(event.content, event.call_id),
+                is_error=event.is_error,
+                attachments=event.attachments,
             )
         elif isinstance(event, RunResumed):
             note.append(event.note)

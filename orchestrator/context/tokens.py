@@ -4,7 +4,8 @@ Providers report exact usage only after a call; before it (is the next request p
 is a summary shorter than what it replaces?) Loom estimates. About four characters a token is what
 Anthropic and OpenAI tokenizers give for English and code, and it errs on the high side for both,
 which is the safe side for a context limit. A tokenizer per provider would be exact but would add a
-dependency and a download per model for a decision that only needs to be roughly right.
+dependency and a download per model for a decision that only needs to be roughly right. An image is counted
+by its pixels (:func:`estimate_image`), as providers bill it, not by the length of its data.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from orchestrator.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from orchestrator.messages import Attachment, Message, TextBlock, ToolResultBlock, ToolUseBlock
 
 if TYPE_CHECKING:
     from orchestrator.models.base import ToolSpec
@@ -41,8 +42,24 @@ def estimate_message(message: Message) -> int:
         elif isinstance(block, ToolUseBlock):
             total += estimate_text(block.name) + estimate_text(json.dumps(block.input, ensure_ascii=False))
         elif isinstance(block, ToolResultBlock):
-            total += estimate_text(block.content)
+            total += estimate_text(block.content) + sum(estimate_image(image) for image in block.images)
     return total
+
+
+IMAGE_MAX_TOKENS = 1600
+"""What an image costs at most: providers scale a larger one down (Anthropic to about 1.15 megapixels)."""
+PIXELS_PER_TOKEN = 750
+"""Anthropic's rule of thumb for an image: width × height / 750 tokens."""
+
+
+def estimate_image(image: Attachment) -> int:
+    """Estimated tokens of an image a model is shown: by its pixels, never by its base64 (which is not text to it).
+
+    An image whose size is unknown counts as the most an image can cost.
+    """
+    if not image.width or not image.height:
+        return IMAGE_MAX_TOKENS
+    return min(IMAGE_MAX_TOKENS, -(-image.width * image.height // PIXELS_PER_TOKEN))
 
 
 def estimate_messages(messages: Iterable[Message]) -> int:

@@ -16,6 +16,8 @@ from mcp import MCPError
 from mcp import types as mt
 
 from orchestrator.events import FailureKind
+from orchestrator.hub.media import MediaReader
+from orchestrator.messages import Attachment
 
 _MAX_REASON = 300
 """Characters of a server's error quoted to the model; the full text goes to the event log."""
@@ -31,6 +33,8 @@ class ToolOutcome:
     structured: dict[str, Any] | None = None
     attempts: int = 1
     """How many times the call was sent; more than one only for retried read-only or idempotent tools."""
+    attachments: tuple[Attachment, ...] = ()
+    """The result's parts that are not text (images a model may be shown, and what else was left out of the text)."""
 
 
 def unknown_tool(name: str, known: list[str]) -> ToolOutcome:
@@ -104,23 +108,47 @@ def protocol_error(name: str, exc: MCPError) -> ToolOutcome:
     )
 
 
-def from_result(result: mt.CallToolResult) -> ToolOutcome:
-    """A server's result as text for the model; ``is_error`` results are the tool's own failure message."""
+def from_result(result: mt.CallToolResult, *, external: bool = False) -> ToolOutcome:
+    """A server's result for the model; ``is_error`` results are the tool's own failure message.
+
+    Every block has its place in the text, in order: text as it is, an embedded text resource under a line with
+    its URI and type, a resource link as a line with all its metadata, and an image, a sound or a binary resource
+    as a line saying what it is (:mod:`orchestrator.hub.media`); an image a model can be shown is also kept as an
+    attachment, for providers that take images. Structured content is the text when there is no text; an
+    ``external`` server's (one not Loom's own, whose texts are renderings of their structured results made for
+    the model) follows its text too, unless a text block already is that JSON (as the SDK writes it).
+    """
     parts: list[str] = []
+    attachments: list[Attachment] = []
+    media = MediaReader()
+    texts: list[str] = []
     for block in result.content:
         if isinstance(block, mt.TextContent):
             parts.append(block.text)
-        elif isinstance(block, mt.ImageContent | mt.AudioContent):
-            parts.append(f"[{block.type}: {block.mime_type}]")
+            texts.append(block.text)
+        elif isinstance(block, mt.ImageContent):
+            part, line = media.image(block.data, block.mime_type)
+            attachments.append(part)
+            parts.append(line)
+        elif isinstance(block, mt.AudioContent):
+            part, line = media.audio(block.data, block.mime_type)
+            attachments.append(part)
+            parts.append(line)
         elif isinstance(block, mt.EmbeddedResource):
             res = block.resource
-            parts.append(res.text if isinstance(res, mt.TextResourceContents) else f"[resource {res.uri}]")
+            if isinstance(res, mt.TextResourceContents):
+                parts.append(f"[resource {res.uri} ({res.mime_type or 'text'})]\n{res.text}")
+            else:
+                part, line = media.blob(res.blob, res.mime_type, res.uri)
+                attachments.append(part)
+                parts.append(line)
         elif isinstance(block, mt.ResourceLink):
-            parts.append(f"[resource link {block.uri}]")
+            parts.append(resource_link_line(block))
     text = printable("\n".join(parts))
     structured = printable_json(result.structured_content)
-    if not text and structured is not None:
-        text = json.dumps(structured)
+    if structured is not None and (not text or external and not _carried(structured, texts)):
+        dumped = json.dumps(structured, ensure_ascii=False)
+        text = f"{text}\n[structured content]\n{dumped}" if text else dumped
     if result.is_error and not text:
         text = "the tool reported an error without a message; try another way"
     return ToolOutcome(
@@ -128,7 +156,47 @@ def from_result(result: mt.CallToolResult) -> ToolOutcome:
         is_error=result.is_error,
         failure="tool_error" if result.is_error else None,
         structured=structured,
+        attachments=tuple(attachments),
     )
+
+
+def resource_link_line(link: mt.ResourceLink) -> str:
+    """A resource link as the model reads it: every field the server gave, under MCP's own names."""
+    fields = {
+        "uri": link.uri,
+        "name": link.name,
+        "title": link.title,
+        "description": link.description,
+        "mimeType": link.mime_type,
+        "size": link.size,
+    }
+    shown = {k: v for k, v in fields.items() if v is not None and v != ""}
+    return f"[resource link {json.dumps(shown, ensure_ascii=False)}]"
+
+
+def _carried(structured: Any, texts: list[str]) -> bool:
+    """Whether the text blocks already say what the structured content does, as the SDK writes them.
+
+    The SDK's text for a structured result is its JSON; for a tool returning a bare value (wrapped as
+    ``{"result": value}``) it is the value, and for a list, one text block per item.
+    """
+    if any(_says(text, structured) for text in texts):
+        return True
+    if not (isinstance(structured, dict) and len(structured) == 1):
+        return False
+    [value] = structured.values()
+    if isinstance(value, list) and len(texts) == len(value) > 1:
+        return all(_says(text, item) for text, item in zip(texts, value, strict=True))
+    return any(_says(text, value) for text in texts)
+
+
+def _says(text: str, value: Any) -> bool:
+    if isinstance(value, str) and text == value:
+        return True
+    try:
+        return bool(json.loads(text) == value)
+    except ValueError:
+        return False
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")

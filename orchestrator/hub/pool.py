@@ -385,7 +385,7 @@ class Hub:
                 await anyio.lowlevel.checkpoint()
             if conn.dirty or conn.refreshing is not None:
                 await self._sup.refresh(conn)
-        return outcomes.from_result(result)
+        return outcomes.from_result(result, external=conn.config is not None)
 
     async def _lost(
         self, conn: Connection, client: Client, exc: BaseException, name: str, annotations: mt.ToolAnnotations | None

@@ -213,7 +213,10 @@ async def run_tools(
     # The store keeps each output whole; the model gets it cut to size, with a way to fetch the rest.
     return [
         ToolResultBlock(
-            tool_use_id=u.id, content=clip_result(outcomes[u.id].content, u.id), is_error=outcomes[u.id].is_error
+            tool_use_id=u.id,
+            content=clip_result(outcomes[u.id].content, u.id),
+            is_error=outcomes[u.id].is_error,
+            attachments=list(outcomes[u.id].attachments),
         )
         for u in uses
     ]

@@ -266,7 +266,13 @@ def _skipped(denial: str) -> str:
 
 
 def _outcome(finished: ToolCallFinished) -> ToolOutcome:
-    return ToolOutcome(finished.content, finished.is_error, finished.failure, finished.structured)
+    return ToolOutcome(
+        finished.content,
+        finished.is_error,
+        finished.failure,
+        finished.structured,
+        attachments=tuple(finished.attachments),
+    )
 
 
 def _names(uses: Sequence[ToolUseBlock]) -> str:

@@ -129,6 +129,7 @@ def finished_event(ctx: RunContext, use: ToolUseBlock, outcome: ToolOutcome, dur
         content=outcome.content,
         structured=outcome.structured,
         duration_ms=duration_ms,
+        attachments=list(outcome.attachments),
     )
 
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, Literal, cast, get_args
 
 import anthropic
 import httpx2  # the transport of the anthropic SDK (a dependency of it); mid-stream I/O errors escape unwrapped
 from anthropic.types import (
     AssistantMessageParam,
+    Base64ImageSourceParam,
+    ImageBlockParam,
     InputJSONDelta,
     MessageParam,
     RawContentBlockDeltaEvent,
@@ -163,16 +165,26 @@ class AnthropicModel:
         yield assembler.response()
 
 
+MAX_REQUEST_IMAGES = 20
+"""Most images one request carries: past 20, the API limits each image to 2000 px a side."""
+MAX_REQUEST_IMAGE_B64 = 24 * 1024 * 1024
+"""Most base64 characters of images in one request, which may carry 32 MB in all."""
+
+
 def to_wire_messages(messages: Sequence[Message]) -> list[MessageParam]:
     """Translate our history to Anthropic ``messages``.
 
     Tool results go first in their user message: the API requires them to open the turn that
-    follows the tool calls. Empty text blocks are dropped because the API rejects them.
+    follows the tool calls. Empty text blocks are dropped because the API rejects them. A tool
+    result's images follow its text as image blocks, the newest first within the request's bounds
+    (:data:`MAX_REQUEST_IMAGES`, :data:`MAX_REQUEST_IMAGE_B64`); an older image past them is a line saying
+    it was shown earlier, so a long session of screenshots never grows a request past what the API takes.
     """
+    shown = _images_shown(messages)
     wire: list[MessageParam] = []
-    for message in messages:
-        blocks = sorted(message.content, key=lambda b: not isinstance(b, ToolResultBlock))
-        content = [_wire_block(b) for b in blocks if not (isinstance(b, TextBlock) and not b.text)]
+    for m, message in enumerate(messages):
+        blocks = sorted(enumerate(message.content), key=lambda ib: not isinstance(ib[1], ToolResultBlock))
+        content = [_wire_block(b, shown, (m, i)) for i, b in blocks if not (isinstance(b, TextBlock) and not b.text)]
         if message.role == "user":
             wire.append(UserMessageParam(role="user", content=content))
         else:
@@ -180,14 +192,62 @@ def to_wire_messages(messages: Sequence[Message]) -> list[MessageParam]:
     return wire
 
 
-def _wire_block(block: ContentBlock) -> TextBlockParam | ToolUseBlockParam | ToolResultBlockParam:
+def _images_shown(messages: Sequence[Message]) -> set[tuple[int, int, int]]:
+    """(message, block, image) positions of the images a request carries: the newest, within the bounds."""
+    shown: set[tuple[int, int, int]] = set()
+    total = 0
+    for m in range(len(messages) - 1, -1, -1):
+        content = messages[m].content
+        for i in range(len(content) - 1, -1, -1):
+            block = content[i]
+            if not isinstance(block, ToolResultBlock):
+                continue
+            images = block.images
+            for k in range(len(images) - 1, -1, -1):
+                size = len(images[k].data)
+                if len(shown) >= MAX_REQUEST_IMAGES or total + size > MAX_REQUEST_IMAGE_B64:
+                    return shown
+                shown.add((m, i, k))
+                total += size
+    return shown
+
+
+def _wire_block(
+    block: ContentBlock, shown: set[tuple[int, int, int]], at: tuple[int, int]
+) -> TextBlockParam | ToolUseBlockParam | ToolResultBlockParam:
     if isinstance(block, TextBlock):
         return TextBlockParam(type="text", text=block.text)
     if isinstance(block, ToolUseBlock):
         return ToolUseBlockParam(type="tool_use", id=block.id, name=block.name, input=block.input)
+    images = block.images
+    if not images:
+        return ToolResultBlockParam(
+            type="tool_result", tool_use_id=block.tool_use_id, content=block.content, is_error=block.is_error
+        )
+    parts: list[TextBlockParam | ImageBlockParam] = [TextBlockParam(type="text", text=block.content)]
+    for k, image in enumerate(images):
+        if (*at, k) in shown:
+            source = Base64ImageSourceParam(type="base64", media_type=_media_type(image.mime_type), data=image.data)
+            parts.append(ImageBlockParam(type="image", source=source))
+        else:
+            note = f"[{image.summary}: shown earlier, left out of this request to keep it within the API's limits]"
+            parts.append(TextBlockParam(type="text", text=note))
+    if not block.content:
+        parts.pop(0)  # the API rejects an empty text block
     return ToolResultBlockParam(
-        type="tool_result", tool_use_id=block.tool_use_id, content=block.content, is_error=block.is_error
+        type="tool_result", tool_use_id=block.tool_use_id, content=parts, is_error=block.is_error
     )
+
+
+_MediaType = Literal["image/jpeg", "image/png", "image/gif", "image/webp"]
+
+
+def _media_type(mime: str) -> _MediaType:
+    # The hub keeps only images whose bytes are one of these four (orchestrator/hub/media.py).
+    for known in get_args(_MediaType):
+        if mime == known:
+            return cast(_MediaType, known)
+    return "image/png"
 
 
 class _Assembler:

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from orchestrator.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
+from orchestrator.messages import Attachment, Message, TextBlock, ToolResultBlock, ToolUseBlock
 from orchestrator.models.base import ModelError, ModelEvent, ModelRequest
 from orchestrator.models.openai_stream import ChunkAssembler, error_fields
 from orchestrator.models.retry import RetryAfterError, parse_retry_after
@@ -154,7 +154,8 @@ def to_wire_messages(system: str, messages: Sequence[Message]) -> list[dict[str,
     """Translate our history to Chat Completions ``messages``.
 
     Each tool result becomes its own ``tool`` message, placed before any user text of the same turn
-    because they must directly follow the assistant message that made the calls.
+    because they must directly follow the assistant message that made the calls. A ``tool`` message
+    carries text only, so each image of a result is named with what was left out of it.
     """
     wire: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
     for message in messages:
@@ -179,10 +180,15 @@ def to_wire_messages(system: str, messages: Sequence[Message]) -> list[dict[str,
             if isinstance(block, ToolResultBlock):
                 # The format has no error flag; without the prefix the model would take a failure as output.
                 content = f"ERROR: {block.content}" if block.is_error else block.content
+                content += "".join(f"\n{_left_out(image)}" for image in block.images)
                 wire.append({"role": "tool", "tool_call_id": block.tool_use_id, "content": content})
         if text:
             wire.append({"role": "user", "content": text})
     return wire
+
+
+def _left_out(image: Attachment) -> str:
+    return f"[{image.summary}: left out, tool results reach this model as text only]"
 
 
 def key_required(base_url: str) -> bool:
