@@ -24,7 +24,7 @@ from mcp.server.session import ServerSession
 from mcp.types import EmptyResult, LoggingLevel, SetLevelRequestParams
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-__all__ = ["DEFAULT_LEVEL", "RefusalLog", "install", "send"]
+__all__ = ["DEFAULT_LEVEL", "RefusalLog", "install", "is_error", "send"]
 
 logger = logging.getLogger(__name__)
 
@@ -106,13 +106,14 @@ class RefusalLog:
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """Pass the request on; log a tool call's error result."""
         result = await call_next(ctx)
-        if ctx.method == "tools/call" and _is_error(result):
+        if ctx.method == "tools/call" and is_error(result):
             tool = (ctx.params or {}).get("name", "?")
             await send(ctx.session, "warning", f"{tool}: {_text(result)}", name=self.name, request_id=ctx.request_id)
         return result
 
 
-def _is_error(result: HandlerResult) -> bool:
+def is_error(result: HandlerResult) -> bool:
+    """Whether a ``tools/call`` handler's result is an error result (model or wire dict)."""
     if isinstance(result, dict):
         return bool(result.get("isError"))
     return bool(getattr(result, "is_error", False))

@@ -7,6 +7,9 @@
   ``/``. Confined like a read (a prefix leading outside the roots or into a hidden directory completes to
   nothing), and names starting with ``.`` are offered only when the typed name starts with one: a secret's name
   is not volunteered.
+- a file that ``write``, ``edit`` or ``delete`` changed is published as updated to 2026-07-28
+  ``subscriptions/listen`` streams watching its ``fs://`` URI (the SDK declares ``subscribe`` there; handshake-era
+  connections declare no resource subscriptions, so they re-read).
 - a ``warning`` to the client's log when a tool refuses (`servers._client_log.RefusalLog`), and
   ``logging/setLevel`` for handshake-era clients.
 
@@ -26,7 +29,9 @@ from urllib.parse import unquote
 import anyio
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.subscriptions import SubscriptionBus
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ResourceUpdated
 from mcp.types import (
     INVALID_PARAMS,
     BlobResourceContents,
@@ -40,7 +45,7 @@ from mcp.types import (
     TextResourceContents,
 )
 
-from servers._client_log import send
+from servers._client_log import is_error, send
 from servers.fs._files import oserror_message
 from servers.fs._paths import Roots
 
@@ -52,6 +57,9 @@ MAX_RESOURCE_BYTES: Final = 256 * 1024
 """The largest file read as a resource (the read tool pages through larger ones)."""
 MAX_COMPLETIONS: Final = 100
 """The spec's cap on the values of one completion."""
+
+_CHANGES: Final = frozenset({"write", "edit", "delete"})
+"""The tools after which the file named by their ``path`` has changed."""
 
 _TEMPLATE = ResourceTemplate(
     uri_template=FILE_TEMPLATE,
@@ -69,17 +77,27 @@ class FsProtocol:
 
     Args:
         roots: The server's roots (the ones its tools use).
+        bus: The server's subscription bus (``MCPServer(subscriptions=...)``), told of the files tools change.
     """
 
     leaves_tool_listing = True
     """Tool listings and ``server/discover`` pass through untouched, so the hub may reuse them (hub/transports.py)."""
 
-    def __init__(self, roots: Roots) -> None:
+    def __init__(self, roots: Roots, bus: SubscriptionBus | None = None) -> None:
         self._roots = roots
+        self._bus = bus
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """Answer what this server adds to MCP; pass everything else on."""
         method = ctx.method
+        if method == "tools/call":
+            result = await call_next(ctx)
+            call = ctx.params or {}
+            if self._bus is not None and call.get("name") in _CHANGES and not is_error(result):
+                path = (call.get("arguments") or {}).get("path")
+                if isinstance(path, str):
+                    await self._changed(path)
+            return result
         if method == "resources/templates/list":
             return ListResourceTemplatesResult(resource_templates=[_TEMPLATE])
         if method == "resources/read":
@@ -94,6 +112,14 @@ class FsProtocol:
                     return CompleteResult(completion=Completion(values=[]))
                 return CompleteResult(completion=await anyio.to_thread.run_sync(self.complete, params.argument.value))
         return await call_next(ctx)
+
+    async def _changed(self, path: str) -> None:
+        try:
+            shown = self._roots.display(self._roots.resolve(path))
+        except ToolError:
+            return
+        assert self._bus is not None
+        await self._bus.publish(ResourceUpdated(uri=SCHEME + shown))
 
     async def _read(self, ctx: ServerRequestContext[Any, Any], uri: str) -> ReadResourceResult:
         try:

@@ -10,6 +10,7 @@ from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.tools import Tool
+from mcp.server.subscriptions import InMemorySubscriptionBus
 from mcp.types import ToolAnnotations
 
 from servers import _client_log
@@ -80,6 +81,7 @@ def prepare_server(
 
     def make(bound: list[Tool]) -> MCPServer:
         listed = ", ".join(escape(str(root)) for root in allowed.all)
+        bus = InMemorySubscriptionBus()  # what MCPServer makes by default, held here to publish file changes
         server = MCPServer(
             "fs",
             version=loom_version(),
@@ -92,7 +94,8 @@ def prepare_server(
             # MCPServer configures root logging at INFO by default; an embedding process should not inherit that.
             log_level="WARNING",
             # Resource templates, fs:// reads and path completion, over this server's roots; refusals logged.
-            middleware=[RefusalLog("fs"), FsProtocol(allowed)],
+            middleware=[RefusalLog("fs"), FsProtocol(allowed, bus)],
+            subscriptions=bus,
         )
         _client_log.install(server)
         # Declares the completions capability; FsProtocol answers the requests before they reach this.

@@ -12,8 +12,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
+from mcp.shared.subscriptions import ResourceUpdated
 from mcp.types import (
     BlobResourceContents,
     LoggingMessageNotificationParams,
@@ -212,3 +214,21 @@ async def test_loom_server_fs_offers_all_of_it_over_stdio(tree: tuple[Path, Path
     assert templates == ["fs://{+path}"] and text == "print('hi')\n"
     assert values == ["src/api.py", "src/app.py"] and outside == []
     assert [p.level for p in logs.seen] == ["warning"] and SECRET not in logs.text()
+
+
+async def test_a_2026_listener_hears_of_the_files_the_tools_change(tree: tuple[Path, Path]) -> None:
+    root, state = tree
+    async with Client(build_server([root], hidden=[state])) as mcp:
+        watched = ["fs://notes.txt", "fs://src/app.py"]
+        async with mcp.listen(resource_subscriptions=watched) as sub:
+            await mcp.call_tool("write", {"path": "notes.txt", "content": "one\n"})
+            await mcp.call_tool("read", {"path": "src/app.py"})  # a read changes nothing
+            await mcp.call_tool("edit", {"path": str(root / "src" / "app.py"), "old": "hi", "new": "ho"})
+            seen: list[str] = []
+            with anyio.fail_after(5):
+                async for event in sub:
+                    if isinstance(event, ResourceUpdated):
+                        seen.append(event.uri)
+                    if len(seen) == 2:
+                        break
+    assert seen == ["fs://notes.txt", "fs://src/app.py"]
