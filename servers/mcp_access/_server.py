@@ -36,6 +36,7 @@ REQUEST_TIMEOUT_S = 60.0
 """How long one request to another server may take before the model is told it timed out."""
 _READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hint=False, open_world_hint=True)
 _T = TypeVar("_T")
+_NO_ARGUMENTS: dict[str, str] = Field(default_factory=dict)
 
 
 class _Listed(Protocol):
@@ -60,9 +61,10 @@ class Peers(Protocol):
         ...
 
 
-_Server = Annotated[str, Field(description="a server name, as list_resources or list_prompts name them")]
-_AnyServer = Annotated[str | None, Field(description="a server name; omit for every server")]
-_Cursor = Annotated[str | None, Field(description="the cursor a previous page gave, for the next page")]
+# Plain strings with "" for "none": an optional ``str | None`` costs an ``anyOf`` in every request's tool list.
+_Server = Annotated[str, Field(description="as list_resources or list_prompts name it")]
+_AnyServer = Annotated[str, Field(description="omit for every server")]
+_Cursor = Annotated[str, Field(description="from the previous page")]
 
 
 class Access:
@@ -117,32 +119,36 @@ class Access:
         client = await self._client(server)
         capabilities = client.server_capabilities
         if getattr(capabilities, kind) is None:
-            others = await self._declaring(kind, explicit=False)
+            others = await self._declaring(kind)
             hint = f"; servers that do: {', '.join(others)}" if others else ""
             raise ToolError(f"server {server!r} offers no {kind} (it does not declare the {kind} capability){hint}")
         return client
 
-    async def _declaring(self, kind: str, *, explicit: bool = True) -> list[str]:
+    async def _declaring(self, kind: str) -> list[str]:
         """Readable servers (Loom's own left out) that declare ``kind``, among those already reachable."""
-        found: list[str] = []
-        for name in self._readable():
-            if name in self._own:
-                continue
+        names = [name for name in self._readable() if name not in self._own]
+        declares = dict.fromkeys(names, False)
+
+        async def probe(name: str) -> None:
             try:
                 client = await self._client(name)
             except ToolError:
-                continue
-            if getattr(client.server_capabilities, kind) is not None:
-                found.append(name)
-        return found
+                return  # down: left out of the listing, as if it had nothing
+            declares[name] = getattr(client.server_capabilities, kind) is not None
 
-    async def list_resources(self, server: _AnyServer = None, cursor: _Cursor = None) -> mt.CallToolResult:
-        """List a server's resources and resource templates (every server's when server is omitted)."""
-        if server is None:
-            if cursor is not None:
+        # At once: a server being restarted waits its start-up limit, and must not make the others wait in turn.
+        async with anyio.create_task_group() as tg:
+            for name in names:
+                tg.start_soon(probe, name)
+        return [name for name in names if declares[name]]
+
+    async def list_resources(self, server: _AnyServer = "", cursor: _Cursor = "") -> mt.CallToolResult:
+        """List a server's resources and resource templates."""
+        if not server:
+            if cursor:
                 raise ToolError("a cursor belongs to one server's listing: pass that server too")
             return await self._every("resources", self._resources_page)
-        return _text(await self._resources_page(server, cursor))
+        return _text(await self._resources_page(server, cursor or None))
 
     async def _resources_page(self, server: str, cursor: str | None = None) -> str:
         client = await self._offering(server, "resources")
@@ -168,10 +174,8 @@ class Access:
                 texts.append(str(exc))
         return _text("\n\n".join(texts))
 
-    async def read_resource(
-        self, server: _Server, uri: Annotated[str, Field(description="the resource's URI")]
-    ) -> mt.CallToolResult:
-        """Read one resource of a server by URI (a listed one, or a template filled in)."""
+    async def read_resource(self, server: _Server, uri: str) -> mt.CallToolResult:
+        """Read a server's resource by URI (a listed one, or a template filled in)."""
         scheme, colon, rest = uri.partition(":")
         if not colon or not scheme or not rest or any(c.isspace() for c in uri):
             raise ToolError(
@@ -182,13 +186,13 @@ class Access:
         result = await self._ask(server, f"reading {uri}", lambda: client.read_resource(uri))
         return mt.CallToolResult(content=resource_blocks(server, uri, result))
 
-    async def list_prompts(self, server: _AnyServer = None, cursor: _Cursor = None) -> mt.CallToolResult:
-        """List a server's prompts and their arguments (every server's when server is omitted)."""
-        if server is None:
-            if cursor is not None:
+    async def list_prompts(self, server: _AnyServer = "", cursor: _Cursor = "") -> mt.CallToolResult:
+        """List a server's prompts and their arguments."""
+        if not server:
+            if cursor:
                 raise ToolError("a cursor belongs to one server's listing: pass that server too")
             return await self._every("prompts", self._prompts_page)
-        return _text(await self._prompts_page(server, cursor))
+        return _text(await self._prompts_page(server, cursor or None))
 
     async def _prompts_page(self, server: str, cursor: str | None = None) -> str:
         client = await self._offering(server, "prompts")
@@ -198,12 +202,12 @@ class Access:
     async def get_prompt(
         self,
         server: _Server,
-        name: Annotated[str, Field(description="the prompt's name")],
-        arguments: Annotated[dict[str, str] | None, Field(description="the prompt's arguments")] = None,
+        name: str,
+        arguments: dict[str, str] = _NO_ARGUMENTS,
     ) -> mt.CallToolResult:
         """Get a server's prompt, its arguments filled in, as the messages it makes."""
         client = await self._offering(server, "prompts")
-        result = await self._ask(server, f"prompt {name!r}", lambda: client.get_prompt(name, arguments))
+        result = await self._ask(server, f"prompt {name!r}", lambda: client.get_prompt(name, arguments or None))
         return mt.CallToolResult(content=prompt_blocks(server, name, result))
 
 

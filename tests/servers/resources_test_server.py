@@ -1,7 +1,8 @@
 """An external MCP server with resources, a resource template and prompts, run as a real subprocess over stdio.
 
 ``TEST_SERVER_NAME`` names it (two copies play two servers); ``TEST_SERVER_SECRET`` is the text of its
-``docs://secret`` resource, which a session that may not see this server must never read.
+``docs://secret`` resource, which a session that may not see this server must never read. ``TEST_SERVER_BARE``
+serves one tool and nothing else, declaring neither resources nor prompts (as a low-level server does).
 """
 
 from __future__ import annotations
@@ -68,5 +69,29 @@ def review(code: str, focus: str = "bugs") -> list[UserMessage | AssistantMessag
     ]
 
 
+async def bare() -> None:
+    import mcp.types as mt
+    from mcp.server.context import ServerRequestContext
+    from mcp.server.lowlevel import Server
+    from mcp.server.stdio import stdio_server
+
+    async def tools(
+        _ctx: ServerRequestContext[object], _params: mt.PaginatedRequestParams | None
+    ) -> mt.ListToolsResult:
+        return mt.ListToolsResult(tools=[mt.Tool(name="ping", input_schema={"type": "object"})])
+
+    async def call(_ctx: ServerRequestContext[object], _params: mt.CallToolRequestParams) -> mt.CallToolResult:
+        return mt.CallToolResult(content=[mt.TextContent(type="text", text="pong")])
+
+    low: Server[object] = Server(NAME, on_list_tools=tools, on_call_tool=call)
+    async with stdio_server() as (read, write):
+        await low.run(read, write, low.create_initialization_options())
+
+
 if __name__ == "__main__":
-    server.run("stdio")
+    if os.environ.get("TEST_SERVER_BARE"):
+        import anyio
+
+        anyio.run(bare)
+    else:
+        server.run("stdio")

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import sys
 import timeit
-from dataclasses import replace
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +25,14 @@ from orchestrator.runtime.runtime import ChildOpening, Runtime
 from orchestrator.runtime.session import Session
 from servers import mcp_access
 from servers._tools import template_count
-from tests.servers.resources_test_server import HUGE_CHARS
 
 pytestmark = pytest.mark.anyio
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = str(Path(__file__).with_name("resources_test_server.py"))
 SECRET = "the vault's combination is 31-41-59"
+HUGE_CHARS = 2_000_000
+"""The length of the test server's ``docs://huge`` (not imported: importing the server builds it)."""
 
 
 def resource_server(name: str, **env: str) -> ServerConfig:
@@ -160,23 +161,31 @@ async def test_a_huge_resource_is_cut_and_says_so(tmp_path: Path) -> None:
     assert f"[cut: {HUGE_CHARS - 50_000} more characters not shown" in huge.content
 
 
-async def test_an_unknown_server_is_named_with_the_known_ones_and_a_server_without_prompts_says_so(
+async def test_an_unknown_server_is_named_with_the_known_ones_and_a_server_without_resources_says_so(
     tmp_path: Path,
 ) -> None:
     calls = [
         call("read_resource", server="nope", uri="docs://readme"),
         call("list_prompts", server="nope"),
         call("list_resources", cursor="abc"),
+        call("read_resource", server="bare", uri="docs://readme"),
+        call("get_prompt", server="bare", name="review"),
     ]
+    servers = [resource_server("docs"), resource_server("bare", TEST_SERVER_BARE="1")]
     async with (
-        embedded_runtime(tmp_path / "home", [resource_server("docs")]) as runtime,
+        embedded_runtime(tmp_path / "home", servers) as runtime,
         runtime.open_session(tmp_path, turns(calls)) as session,
     ):
-        unknown, prompts, cursor = await results(runtime, session, calls)
+        assert session.hub.tool("bare__ping") is not None  # it started, and serves its tool
+        unknown, prompts, cursor, no_resources, no_prompts = await results(runtime, session, calls)
     for refused in (unknown, prompts):
         assert refused.is_error and "no server named 'nope'" in refused.content
         assert "docs" in refused.content and "fs" in refused.content
     assert cursor.is_error and "pass that server too" in cursor.content
+    assert no_resources.is_error
+    assert "server 'bare' offers no resources (it does not declare the resources capability)" in no_resources.content
+    assert "servers that do: docs" in no_resources.content
+    assert no_prompts.is_error and "server 'bare' offers no prompts" in no_prompts.content
 
 
 async def test_sessions_without_other_enabled_servers_get_no_access_tools(tmp_path: Path) -> None:
