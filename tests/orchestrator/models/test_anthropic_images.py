@@ -92,6 +92,7 @@ async def test_anthropic_receives_the_image_as_an_image_block_and_again_after_a_
     async with runtime(home) as rt, rt.open_session(work, model, session_id=session_id) as again:
         assert again.history == held
         assert again.history == rebuild_history(await rt.log.store.read_events(session_id))
+        assert again.history == rebuild_history(await rt.log.store.read_context_events(session_id))
         assert (await again.run("and now?")).status == "completed"
     assert tool_result({"messages": fake_anthropic.requests[2].body["messages"][:3]}) == sent
 
