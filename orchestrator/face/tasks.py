@@ -12,7 +12,9 @@ Above: a 2026-07-28 client that declares the extension in a request's ``clientCa
 :class:`~orchestrator.runtime.host.SessionHost`. A task is a run: ``send_message`` (and ``resume_run``) answer
 with a task instead of the handle-based :class:`~orchestrator.protocol.RunInfo`; a run waiting for an approval is
 ``input_required`` with one elicitation per approval (its key the approval id), answered through ``tasks/update``;
-``tasks/cancel`` cancels the run. Clients that do not declare the extension get the plain tools, unchanged.
+``tasks/cancel`` cancels the run. ``orchestrate`` answers likewise with a task for its orchestration (the result is
+its final :class:`~orchestrator.agents.report.Report`; its children's approvals are its input). Clients that do not
+declare the extension get the plain tools, unchanged.
 
 The task id is ``RUN_ID.MAC``: an HMAC of the run id under a key kept in Loom's home (``tasks.key``, 0600). It is
 derived, so it needs no table of its own, survives restarts with the run, and cannot be guessed from a run id.
@@ -39,6 +41,8 @@ from mcp_types import INVALID_PARAMS, CallToolRequestParams, CallToolResult, Req
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field, ValidationError
 
+from orchestrator.agents.report import Report
+from orchestrator.events import OrchestrationStarted
 from orchestrator.loop.approvals import PendingApproval
 from orchestrator.protocol import DRIVING_CLIENT_META, ApprovalAnswer, RunInfo
 from orchestrator.runtime.host import HostError, SessionHost
@@ -47,8 +51,10 @@ __all__ = ["IDENTIFIER", "KEY_FILE", "RunTasks", "TaskIds"]
 
 IDENTIFIER = "io.modelcontextprotocol/tasks"
 """The extension's identifier, in ``clientCapabilities.extensions`` and ``server/discover``'s capabilities."""
-TASK_TOOLS = frozenset({"send_message", "resume_run"})
+TASK_TOOLS = frozenset({"send_message", "resume_run", "orchestrate"})
 """The face's tools that answer with a task when the request declared the extension."""
+_ORCHESTRATION = "o"
+"""A task's subject is a run id, or ``o.SESSION_ID.ORCHESTRATION_ID`` for an orchestration (ids hold no dots)."""
 KEY_FILE = "tasks.key"
 """The file in Loom's home holding the key task ids are derived with."""
 POLL_INTERVAL_MS = 1000
@@ -95,20 +101,20 @@ class TaskIds:
         self._key: bytes | None = None
         self._lock = anyio.Lock()
 
-    async def mint(self, run_id: str) -> str:
-        """The task id of ``run_id`` (the same every time, in every process sharing the home)."""
-        return f"{run_id}.{self._mac(await self._loaded(), run_id)}"
+    async def mint(self, subject: str) -> str:
+        """The task id of ``subject`` (the same every time, in every process sharing the home)."""
+        return f"{subject}.{self._mac(await self._loaded(), subject)}"
 
-    async def run_of(self, task_id: str) -> str | None:
-        """The run ``task_id`` stands for, or None when this Loom never issued it."""
-        run_id, dot, mac = task_id.rpartition(".")
-        if not dot or not run_id:
+    async def subject_of(self, task_id: str) -> str | None:
+        """What ``task_id`` stands for (a run id, or an orchestration), or None when this Loom never issued it."""
+        subject, dot, mac = task_id.rpartition(".")
+        if not dot or not subject:
             return None
-        return run_id if hmac.compare_digest(mac, self._mac(await self._loaded(), run_id)) else None
+        return subject if hmac.compare_digest(mac, self._mac(await self._loaded(), subject)) else None
 
     @staticmethod
-    def _mac(key: bytes, run_id: str) -> str:
-        digest = hmac.new(key, b"loom-task:" + run_id.encode(), hashlib.sha256).digest()
+    def _mac(key: bytes, subject: str) -> str:
+        digest = hmac.new(key, b"loom-task:" + subject.encode(), hashlib.sha256).digest()
         return base64.urlsafe_b64encode(digest[:24]).decode()  # 192 bits
 
     async def _loaded(self) -> bytes:
@@ -147,6 +153,8 @@ class RunTasks(Extension):
     def __init__(self, host: SessionHost) -> None:
         self._host = host
         self._ids = TaskIds(host.runtime.home)
+        self._created: dict[str, float] = {}
+        """When each orchestration task began, once looked up (its start event is in the session's log)."""
 
     def methods(self) -> list[MethodBinding]:
         """``tasks/get``, ``tasks/update`` and ``tasks/cancel``, for 2026-07-28 requests only."""
@@ -169,10 +177,14 @@ class RunTasks(Extension):
         structured = result.structured_content if isinstance(result, CallToolResult) else None
         if not isinstance(result, CallToolResult) or result.is_error or not structured:
             return result  # refused before any run began: the error is the answer
-        run_id, session_id = str(structured["run_id"]), str(structured["session_id"])
-        if not await self._recorded(run_id, session_id):
-            return result  # not stored in time: a task must exist before it is announced, the handle does
-        detailed = await self._detailed(await self._ids.mint(run_id), run_id)
+        if params.name == "orchestrate":  # its start is stored before the tool answers
+            subject = f"{_ORCHESTRATION}.{params.arguments['session_id']}.{structured['orchestration_id']}"
+            self._created.setdefault(subject, datetime.now(UTC).timestamp())
+        else:
+            subject, session_id = str(structured["run_id"]), str(structured["session_id"])
+            if not await self._recorded(subject, session_id):
+                return result  # not stored in time: a task must exist before it is announced, the handle does
+        detailed = await self._detailed(await self._ids.mint(subject), subject)
         for inlined in ("result", "error", "inputRequests"):  # a CreateTaskResult carries none of them
             detailed.pop(inlined, None)
         if detailed["status"] == "input_required":
@@ -190,8 +202,8 @@ class RunTasks(Extension):
                 await change.wait()
         return False
 
-    async def _run(self, task_id: str) -> str:
-        run_id = await self._ids.run_of(task_id)
+    async def _subject(self, task_id: str) -> str:
+        run_id = await self._ids.subject_of(task_id)
         if run_id is None:
             raise MCPError(
                 code=INVALID_PARAMS,
@@ -200,12 +212,12 @@ class RunTasks(Extension):
         return run_id
 
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
-        return await self._detailed(params.task_id, await self._run(params.task_id))
+        return await self._detailed(params.task_id, await self._subject(params.task_id))
 
     async def _update(self, ctx: ServerRequestContext[Any, Any], params: UpdateTaskParams) -> dict[str, Any]:
-        run_id = await self._run(params.task_id)
+        subject = await self._subject(params.task_id)
         # Only what this task waits for may be answered through it; other keys are ignored, as the spec says.
-        outstanding = {p.approval_id: p for p in self._host.pending_under(run_id)}
+        outstanding = {p.approval_id: p for p in self._waiting(subject)}
         who = _client_name(ctx)
         for key, response in params.input_responses.items():
             if key not in outstanding:
@@ -218,16 +230,31 @@ class RunTasks(Extension):
         return {}
 
     async def _cancel(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
-        run_id = await self._run(params.task_id)
+        subject = await self._subject(params.task_id)
         try:
-            await self._host.cancel(run_id)
+            if subject.startswith(f"{_ORCHESTRATION}."):
+                _, session_id, orchestration_id = subject.split(".")
+                await self._host.orchestrations.cancel(
+                    session_id, orchestration_id, "cancelled by a client (tasks/cancel)"
+                )
+            else:
+                await self._host.cancel(subject)
         except HostError:
             pass  # nothing to cancel: the acknowledgement is all the spec asks
         return {}
 
-    async def _detailed(self, task_id: str, run_id: str) -> dict[str, Any]:
+    def _waiting(self, subject: str) -> list[PendingApproval]:
+        """The approvals the task waits for: its run's (and its children's), or its orchestration children's."""
+        if subject.startswith(f"{_ORCHESTRATION}."):
+            session_id = subject.split(".")[1]
+            return [p for p in self._host.pending(session_id=session_id) if p.session_id != session_id]
+        return self._host.pending_under(subject)
+
+    async def _detailed(self, task_id: str, subject: str) -> dict[str, Any]:
         """The task as tasks/get shows it: status, times, and the result or the input it needs."""
-        host = self._host
+        if subject.startswith(f"{_ORCHESTRATION}."):
+            return await self._orchestration(task_id, subject)
+        host, run_id = self._host, subject
         try:
             view = await host.view(run_id)
         except HostError:
@@ -264,6 +291,40 @@ class RunTasks(Extension):
             )
         else:
             task["statusMessage"] = _STATUS_MESSAGES.get(view.status, view.status)
+        return task
+
+    async def _orchestration(self, task_id: str, subject: str) -> dict[str, Any]:
+        _, session_id, orchestration_id = subject.split(".")
+        try:
+            report = await self._host.orchestrations.snapshot(session_id, orchestration_id)
+        except HostError:
+            raise MCPError(
+                code=INVALID_PARAMS, message=f"Failed to retrieve task: {orchestration_id!r} is gone"
+            ) from None
+        created = self._created.get(subject)
+        if created is None:
+            events = await self._host.runtime.log.store.read_events(session_id)
+            starts = [
+                e.ts for e in events if isinstance(e, OrchestrationStarted) and e.orchestration_id == orchestration_id
+            ]
+            created = self._created[subject] = starts[0] if starts else datetime.now(UTC).timestamp()
+        ended = report.status in ("passed", "failed", "cancelled")
+        pending = [] if ended else self._waiting(subject)
+        task: dict[str, Any] = {
+            "taskId": task_id,
+            "status": "working",
+            "statusMessage": report.text().splitlines()[0],
+            "createdAt": _iso(created),
+            "lastUpdatedAt": _iso(self._newest_change(session_id) or created),
+            "ttlMs": None,
+            "pollIntervalMs": POLL_INTERVAL_MS,
+        }
+        if report.status in ("passed", "failed"):  # a failed graph is a result, as the tool's own answer is
+            task.update(status="completed", result=_tool_result(report))
+        elif report.status == "cancelled":
+            task["status"] = "cancelled"
+        elif pending:
+            task.update(status="input_required", inputRequests={p.approval_id: _elicitation(p) for p in pending})
         return task
 
     def _newest_change(self, session_id: str) -> float | None:
@@ -318,7 +379,7 @@ def _elicitation(p: PendingApproval) -> dict[str, Any]:
     }
 
 
-def _tool_result(info: RunInfo) -> dict[str, Any]:
+def _tool_result(info: RunInfo | Report) -> dict[str, Any]:
     """The CallToolResult the handle-based tools answer with for ``info`` (same text, same structured content)."""
     result = CallToolResult(
         content=[TextContent(type="text", text=pydantic_core.to_json(info, indent=2).decode())],

@@ -295,3 +295,19 @@ async def test_a_model_cannot_read_the_key_task_ids_are_derived_with(tmp_path: P
     key = (tmp_path / "home" / KEY_FILE).read_bytes()
     said = done["result"]["structuredContent"]["final_text"]
     assert len(key) == 32 and said.startswith("saw: ") and "inside Loom's own state" in said, said
+
+
+async def test_an_orchestration_answered_with_a_task_is_polled_to_its_report(tmp_path: Path) -> None:
+    from tests.orchestrator.face.orchestration_support import install_roles
+
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    install_roles(home, tmp_path)
+    async with face_over_http(tmp_path) as raw:
+        made = await raw.plain("create_session", cwd=str(work), model="scripted:demo", mode="bypass", headless=True)
+        created = await raw.tool("orchestrate", session_id=made["session_id"], goal="ship it", task_timeout_s=30)
+        done = await raw.poll(created["taskId"], ["completed", "failed", "cancelled"])
+        plain = await raw.plain("get_orchestration", session_id=made["session_id"])
+    assert created["resultType"] == "task" and created["status"] == "working"
+    assert done["status"] == "completed" and done["result"]["structuredContent"] == plain
+    assert plain["status"] == "passed" and {t["state"] for t in plain["tasks"]} == {"passed"}
