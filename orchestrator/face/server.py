@@ -27,7 +27,8 @@ from orchestrator.config import ADVISOR_MODES
 from orchestrator.events import Event
 from orchestrator.face.command_tools import add_command_tools
 from orchestrator.face.context_tools import add_context_tools
-from orchestrator.face.input import CheckedServer, check_directory
+from orchestrator.face.features import FaceServer
+from orchestrator.face.input import check_directory
 from orchestrator.face.live import read_back, read_page, stream_pages
 from orchestrator.face.models import child_model, top_level_model
 from orchestrator.face.orchestrate_tools import add_orchestrate_tools
@@ -117,7 +118,8 @@ def _approval(p: PendingApproval, asked: str | None = None) -> ApprovalInfo:
 
 def build_face(host: SessionHost) -> MCPServer:
     """An MCP server over ``host``."""
-    face = CheckedServer(
+    face = FaceServer(
+        host,
         "loom",
         version=loom_version(),
         instructions=(
