@@ -413,6 +413,11 @@ class Supervisor:
             else:
                 await self._set(conn, "degraded", why)
             return False
+        except MCPError as exc:
+            if exc.code == mt.CONNECTION_CLOSED:
+                await self.lost(conn, client, f"stopped answering: {describe(exc)}")
+                return False
+            # An error answer is an answer: a server that refuses ping (or the listing) is alive all the same.
         except Exception as exc:  # a broken connection, whatever the transport says
             await self.lost(conn, client, f"stopped answering: {describe(exc)}")
             return False
