@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -67,41 +68,52 @@ async def probe_servers(runtime: Runtime) -> list[ServerInfo]:
     return [found[name] for name in order if name in found]
 
 
-async def _built_ins(runtime: Runtime) -> dict[str, DeferredServer]:
-    """The built-in servers a session gets, prepared over Loom's home (nothing of theirs is opened)."""
+async def _built_ins(runtime: Runtime) -> dict[str, DeferredServer | str]:
+    """The built-in servers a session gets, prepared over Loom's home (nothing of theirs is opened).
+
+    One that cannot be prepared (a shell sandbox required where none works, say) is the reason why instead.
+    """
     from orchestrator.home import MEMORY_DB_NAME
     from orchestrator.runtime.session_tools import prepare_session_tools
     from servers import fs, shell, subagents
     from servers import memory as servers_memory
 
-    home = runtime.home
+    home, face = runtime.home, runtime.face
+    makers: dict[str, Callable[[], DeferredServer]] = {
+        "fs": lambda: fs.prepare_server([home]),
+        "shell": lambda: shell.prepare_server(home, sandbox=runtime.shell.sandbox, network=runtime.shell.network),
+        "memory": lambda: servers_memory.prepare_server(home / MEMORY_DB_NAME),
+        "loom": lambda: prepare_session_tools(runtime.log.store, "", home=home, project=home),
+    }
+    if face is not None:
+        makers["subagents"] = lambda: subagents.prepare_server(
+            subagents.in_process(face), session_id=None, cwd=home, home=home, project=None
+        )
 
-    def prepare() -> dict[str, DeferredServer]:
+    def prepare() -> dict[str, DeferredServer | str]:
         # Blocking (roots resolved, the sandbox settled), so in a worker thread as the runtime does it.
         home.mkdir(parents=True, exist_ok=True)
-        prepared: dict[str, DeferredServer] = {
-            "fs": fs.prepare_server([home]),
-            "shell": shell.prepare_server(home, sandbox=runtime.shell.sandbox, network=runtime.shell.network),
-            "memory": servers_memory.prepare_server(home / MEMORY_DB_NAME),
-            "loom": prepare_session_tools(runtime.log.store, "", home=home, project=home),
-        }
-        if runtime.face is not None:
-            prepared["subagents"] = subagents.prepare_server(
-                subagents.in_process(runtime.face), session_id=None, cwd=home, home=home, project=None
-            )
+        prepared: dict[str, DeferredServer | str] = {}
+        for name, make in makers.items():
+            try:
+                prepared[name] = make()
+            except Exception as exc:  # reported as that server's failure; the others are still listed
+                prepared[name] = describe(exc)
         return prepared
 
     return await anyio.to_thread.run_sync(prepare)
 
 
-async def _list_built_in(name: str, target: DeferredServer, found: dict[str, ServerInfo]) -> None:
+async def _list_built_in(name: str, target: DeferredServer | str, found: dict[str, ServerInfo]) -> None:
+    failed = ServerInfo(name=name, transport="in-process", state="failed", built_in=True)
+    if isinstance(target, str):
+        found[name] = failed.model_copy(update={"last_error": target})
+        return
     started = time.perf_counter()
     try:
         tools = await listed_deferred(target)
     except Exception as exc:  # a built-in that cannot be built is reported like any failed server
-        found[name] = ServerInfo(
-            name=name, transport="in-process", state="failed", built_in=True, last_error=describe(exc)
-        )
+        found[name] = failed.model_copy(update={"last_error": describe(exc)})
         return
     latency = round((time.perf_counter() - started) * 1000, 1)
     count = len(tools or [])

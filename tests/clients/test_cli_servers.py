@@ -18,7 +18,10 @@ from tests.clients.cli_support import run_loom, stdio_test_server, write_script
 from tests.mcp_calls import call
 from tests.orchestrator.daemon.daemon_process import mcp_client, running_daemon
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(300)]
+
+SLOW_S = 120.0
+"""Each probe starts real servers (a Python process each): seconds alone, far more on a loaded machine."""
 
 HOSTILE_STDERR = "import sys; sys.stderr.write('\\x1b]0;pwned\\x07\\x1b[2Jbad token in config\\n'); sys.exit(3)"
 """A server that dies at once, its stderr an escape sequence that would retitle the window and clear the screen."""
@@ -54,7 +57,7 @@ def test_without_a_daemon_the_servers_are_probed_and_a_failed_one_exits_1_with_i
             "ghost": {"command": "loom-test-no-such-command"},
         },
     )
-    done = run_loom("servers", cwd=cwd, home=home)
+    done = run_loom("servers", cwd=cwd, home=home, timeout_s=SLOW_S)
     assert done.returncode == 1, done
     table = rows(done.stdout)
     assert table["ext"][:5] == ["ready", "(stdio)", "5", "0", table["ext"][4]] and table["ext"][4].endswith("ms")
@@ -67,7 +70,7 @@ def test_without_a_daemon_the_servers_are_probed_and_a_failed_one_exits_1_with_i
     for text in (done.stdout, done.stderr):
         assert "\x1b" not in text and "\x07" not in text
 
-    as_json = run_loom("servers", "--json", cwd=cwd, home=home)
+    as_json = run_loom("servers", "--json", cwd=cwd, home=home, timeout_s=SLOW_S)
     listing = ServerList.model_validate_json(as_json.stdout)
     assert as_json.returncode == 1 and listing.source == "probe"
     hostile = next(s for s in listing.servers if s.name == "hostile")
@@ -80,8 +83,8 @@ async def test_on_a_daemon_an_open_sessions_servers_show_their_live_state(tmp_pa
     with running_daemon(home, tmp_path) as daemon:
         async with mcp_client(daemon, "auto") as client:
             sid = (await call(client, "create_session", cwd=str(cwd), model=f"scripted:{model}"))["session_id"]
-            live = run_loom("servers", "--session", sid, cwd=cwd, home=home)
-            not_open = run_loom("servers", "--session", "s_nope", cwd=cwd, home=home)
+            live = run_loom("servers", "--session", sid, cwd=cwd, home=home, timeout_s=SLOW_S)
+            not_open = run_loom("servers", "--session", "s_nope", cwd=cwd, home=home, timeout_s=SLOW_S)
     assert live.returncode == 0, live
     assert f"live state of session {sid}'s servers" in live.stderr
     table = rows(live.stdout)
@@ -101,7 +104,7 @@ def test_loom_models_lists_the_default_and_configured_models_with_their_windows(
             "openai:qwen*": {"contextWindow": 64000},
         },
     )
-    done = run_loom("models", cwd=cwd, home=home)
+    done = run_loom("models", cwd=cwd, home=home, timeout_s=SLOW_S)
     assert done.returncode == 0, done
     lines = done.stdout.splitlines()
     assert lines[0].split()[:2] == ["MODEL", "WINDOW"]
@@ -109,7 +112,7 @@ def test_loom_models_lists_the_default_and_configured_models_with_their_windows(
     assert default.split()[1:4] == ["openai:my-local", "32,000", "70%"]
     assert "openai:qwen*: 64,000 tokens (config)" in done.stdout
     assert "anthropic:claude-*: 200,000 tokens (built-in)" in done.stdout
-    found = ModelList.model_validate_json(run_loom("models", "--json", cwd=cwd, home=home).stdout)
+    found = ModelList.model_validate_json(run_loom("models", "--json", cwd=cwd, home=home, timeout_s=SLOW_S).stdout)
     assert found.default == "openai:my-local" and found.profiles[0].default
     assert "OPENAI_API_KEY" in found.profiles[0].problem  # the CLI's environment has no key: it says so
 
