@@ -101,7 +101,9 @@ async def test_a_model_lists_reads_and_gets_prompts_end_to_end_under_a_headless_
     assert "fs" not in listed.content.split("\n")[0]  # Loom's own servers are not listed unasked
     assert (readme.is_error, readme.content) == (False, "# docs\nThe readme of docs.")
     assert note.content == "note groceries of docs"
-    assert not logo.is_error and "image/png" in logo.content
+    # An image stays an image: a provider that takes images gets its bytes, the text says what it was.
+    assert not logo.is_error and "[image 1×1 png" in logo.content
+    assert [(a.kind, a.mime_type) for a in logo.attachments] == [("image", "image/png")] and logo.attachments[0].data
     assert not archive.is_error and "[binary application/octet-stream, 2.0 kB" in archive.content
     assert "review (code, focus?)" in prompts.content and "Review a piece of code" in prompts.content
     assert not prompt.is_error
