@@ -59,7 +59,8 @@ class FaceLog:
 def _line(tool: str, result: dict[str, Any]) -> tuple[LoggingLevel, str]:
     if result.get("isError"):
         texts = [b.get("text", "") for b in result.get("content") or () if isinstance(b, dict)]
-        return "warning", f"{tool} refused: {' '.join(t for t in texts if t) or 'failed'}"
+        said = " ".join(t for t in texts if t).removeprefix(f"Error executing tool {tool}: ")  # the SDK's prefix
+        return "warning", f"{tool} refused: {said or 'failed'}"
     structured = result.get("structuredContent")
     named = structured if isinstance(structured, dict) else {}
     facts = ", ".join(f"{key} {named[key]}" for key in _NAMED if isinstance(named.get(key), str) and named[key])
