@@ -203,13 +203,13 @@ class RunTasks(Extension):
         return False
 
     async def _subject(self, task_id: str) -> str:
-        run_id = await self._ids.subject_of(task_id)
-        if run_id is None:
+        subject = await self._ids.subject_of(task_id)
+        if subject is None:
             raise MCPError(
                 code=INVALID_PARAMS,
                 message=f"Failed to retrieve task: no task {task_id[:200]!r} (unknown, or not issued by this Loom)",
             )
-        return run_id
+        return subject
 
     async def _get(self, ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
         return await self._detailed(params.task_id, await self._subject(params.task_id))
@@ -219,10 +219,9 @@ class RunTasks(Extension):
         # Only what this task waits for may be answered through it; other keys are ignored, as the spec says.
         outstanding = {p.approval_id: p for p in self._waiting(subject)}
         who = _client_name(ctx)
-        for key, response in params.input_responses.items():
-            if key not in outstanding:
-                continue
-            decision, reason = _decision(key, response, who)
+        # Every answer is checked before any is applied: a malformed one refuses the whole update.
+        answers = {key: _decision(key, r, who) for key, r in params.input_responses.items() if key in outstanding}
+        for key, (decision, reason) in answers.items():
             try:
                 await self._host.decide(key, decision, reason, who)
             except HostError:

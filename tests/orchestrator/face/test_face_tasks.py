@@ -266,7 +266,19 @@ async def test_an_interrupted_run_stays_working_and_resume_run_answers_with_the_
     assert done["result"]["structuredContent"]["final_text"] == "after restart"
 
 
-async def test_a_task_from_the_daemon_survives_its_restart(tmp_path: Path) -> None:
+async def test_a_task_survives_a_restart_of_the_face(tmp_path: Path) -> None:
+    async with face_over_http(tmp_path) as raw:
+        session_id = await new_session(raw, tmp_path, [{"text": "before the restart"}])
+        created = await raw.tool("send_message", session_id=session_id, text="hi")
+        first = await raw.poll(created["taskId"], ["completed"])
+    async with face_over_http(tmp_path) as raw:  # a new runtime and host on the same home: nothing in memory
+        again = await raw.result("tasks/get", {"taskId": created["taskId"]})
+    assert first["result"]["structuredContent"]["final_text"] == "before the restart"
+    assert again["status"] == "completed" and again["result"] == first["result"]
+    assert again["createdAt"] == first["createdAt"]
+
+
+async def test_loom_serve_answers_a_declaring_client_with_a_task(tmp_path: Path) -> None:
     home, work = tmp_path / "home", tmp_path / "work"
     work.mkdir()
     with running_daemon(home, work) as daemon:
@@ -274,13 +286,11 @@ async def test_a_task_from_the_daemon_survives_its_restart(tmp_path: Path) -> No
             raw = Raw(client, daemon.url, WITH_TASKS)
             session_id = await new_session(raw, work, [{"text": "from the daemon"}])
             created = await raw.tool("send_message", session_id=session_id, text="hi")
-            first = await raw.poll(created["taskId"], ["completed"])
-    with running_daemon(home, work, log_name="again") as daemon:
-        async with http(daemon.token) as client:
-            again = await Raw(client, daemon.url, WITH_TASKS).result("tasks/get", {"taskId": created["taskId"]})
+            done = await raw.poll(created["taskId"], ["completed"])
+            plain = await raw.tool("send_message", caps={}, session_id=session_id, text="again")
     assert created["resultType"] == "task"
-    assert first["result"]["structuredContent"]["final_text"] == "from the daemon"
-    assert again["status"] == "completed" and again["result"] == first["result"]
+    assert done["result"]["structuredContent"]["final_text"] == "from the daemon"
+    assert plain["resultType"] == "complete" and "run_id" in plain["structuredContent"]
 
 
 async def test_a_model_cannot_read_the_key_task_ids_are_derived_with(tmp_path: Path) -> None:
