@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from mcp import Client, MCPDeprecationWarning
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, ResourceUpdatedNotification, TextResourceContents
@@ -22,6 +24,7 @@ from orchestrator.face.transcript import PAGE_EVENTS
 from orchestrator.runtime.embedded import embedded_runtime
 from orchestrator.runtime.host import SessionHost
 from tests.mcp_calls import call
+from tests.orchestrator.daemon.served_app import served
 from tests.orchestrator.face.test_face import script
 
 pytestmark = pytest.mark.anyio
@@ -137,3 +140,41 @@ async def test_a_2026_listener_hears_of_a_session_event_on_its_listen_stream(tmp
         state = json.loads(await text_of(client, uri))
     assert getattr(event, "uri", None) == uri
     assert state["last_seq"] >= 3
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_over_the_daemons_http_a_subscriber_hears_of_a_run_of_the_session(tmp_path: Path, mode: str) -> None:
+    updated: list[str] = []
+    heard = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, ResourceUpdatedNotification):
+            updated.append(str(message.params.uri))
+            heard.set()
+
+    model = script(tmp_path, [{"text": "done"}])
+    headers = {"Authorization": "Bearer t0ken"}
+    async with loom_face(tmp_path) as (_, face), served(face, "t0ken") as origin:
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=30) as http,
+            Client(
+                streamable_http_client(f"{origin}/mcp", http_client=http), mode=mode, message_handler=on_message
+            ) as client,
+        ):
+            sid = (await call(client, "create_session", cwd=str(tmp_path), model=model, mode="bypass"))["session_id"]
+            uri = f"loom://sessions/{sid}/transcript"
+            if mode == "legacy":
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", MCPDeprecationWarning)
+                    await client.subscribe_resource(uri)
+                await call(client, "send_message", session_id=sid, text="go", wait_s=10)
+                with anyio.fail_after(10):
+                    await heard.wait()
+            else:
+                async with client.listen(resource_subscriptions=[uri]) as subscription:
+                    await call(client, "send_message", session_id=sid, text="go", wait_s=10)
+                    with anyio.fail_after(10):
+                        updated.append(str(getattr(await subscription.__anext__(), "uri", "")))
+            transcript = await text_of(client, uri)
+    assert updated[0] == uri
+    assert "done" in transcript
