@@ -32,6 +32,7 @@ from orchestrator.face.input import check_directory
 from orchestrator.face.live import read_back, read_page, stream_pages
 from orchestrator.face.models import child_model, top_level_model
 from orchestrator.face.orchestrate_tools import add_orchestrate_tools
+from orchestrator.face.question_tools import add_question_tools
 from orchestrator.face.review_tools import add_review_tools
 from orchestrator.face.rewind_tools import add_rewind_tools
 from orchestrator.face.server_tools import add_server_tools
@@ -388,6 +389,7 @@ def build_face(host: SessionHost) -> MCPServer:
     add_orchestrate_tools(face, host)
     add_review_tools(face, host)
     add_server_tools(face, host)
+    add_question_tools(face, host)
     return face
 
 

@@ -13,11 +13,13 @@ before anything else happens; a tool step stores its ``tool_call_finished`` as s
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from orchestrator.events import TextDelta, ToolCallDelta, ToolCallFinished, ToolCallStarted
+from orchestrator.events import TextDelta, ToolCallDelta, ToolCallFinished, ToolCallStarted, ToolProgress
+from orchestrator.hub.client_caps import SessionClientHooks
 from orchestrator.hub.outcomes import ToolOutcome
 from orchestrator.messages import ToolUseBlock
 from orchestrator.models.base import Model, ModelError, ModelRequest, ModelResponse, ToolSpec
@@ -93,7 +95,27 @@ class EmbeddedSteps:
     async def tool(self, ctx: RunContext, use: ToolUseBlock) -> ToolOutcome:
         """See :meth:`Steps.tool`."""
         started = time.perf_counter()
-        outcome = await ctx.hub.dispatch(use.name, use.input)
+
+        async def report(progress: float, total: float | None, message: str | None) -> None:
+            # Live only: a follower sees the call moving; the store keeps its result, not each report.
+            ctx.log.publish_live(
+                ToolProgress(
+                    session_id=ctx.session_id,
+                    run_id=ctx.run_id,
+                    call_id=use.id,
+                    tool=use.name,
+                    progress=progress,
+                    total=total,
+                    message=(message or "")[:500],
+                )
+            )
+
+        hooks, tool = ctx.hub.client_hooks, ctx.hub.tool(use.name)
+        with contextlib.ExitStack() as calling:
+            if isinstance(hooks, SessionClientHooks) and tool is not None:
+                # What the server asks while serving this call (a question, a sampling request) is this run's.
+                calling.enter_context(hooks.calling(tool.server, ctx.run_id, use.id, use.name))
+            outcome = await ctx.hub.dispatch(use.name, use.input, progress=report)
         await ctx.log.append(finished_event(ctx, use, outcome, ms_since(started)))
         return outcome
 

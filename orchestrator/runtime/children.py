@@ -32,6 +32,8 @@ from orchestrator.events import (
     ChildFinished,
     ChildStarted,
     Event,
+    QuestionAnswered,
+    QuestionAsked,
     SessionCreated,
     ToolCallStarted,
 )
@@ -245,7 +247,7 @@ class ChildRelay:
                 step=event.step,
                 tool=event.tool,
             )
-        if isinstance(event, ApprovalRequested | ApprovalDecided):
+        if isinstance(event, ApprovalRequested | ApprovalDecided | QuestionAsked | QuestionAnswered):
             return event.model_copy(update={**here, "child_session_id": event.child_session_id or self.child.id})
         if isinstance(event, ChildStarted | ChildActivity | ChildFinished):
             return event.model_copy(update=here)  # a grandchild's, already tagged with it

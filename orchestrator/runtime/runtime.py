@@ -29,6 +29,7 @@ from orchestrator.events import (
     SessionCreated,
 )
 from orchestrator.home import DB_NAME, MEMORY_DB_NAME
+from orchestrator.hub.client_caps import SessionClientHooks
 from orchestrator.hub.pool import Hub
 from orchestrator.hub.supervisor import ServerHealth
 from orchestrator.hub.transports import DeferredServer
@@ -41,6 +42,7 @@ from orchestrator.policy.protected import Protected
 from orchestrator.policy.rules import Rule
 from orchestrator.runtime.lineage import Lineage
 from orchestrator.runtime.owner import owner_alive
+from orchestrator.runtime.questions import QuestionDesk
 from orchestrator.runtime.runs import DEFAULT_MAX_STEPS, RunResult, new_id
 from orchestrator.runtime.session import Session
 from orchestrator.runtime.session_tools import prepare_session_tools
@@ -124,6 +126,8 @@ class Runtime:
         self.face: Callable[[], MCPServer] | None = None
         """Loom's own face over the host running these sessions (set by the host): a session's ``subagents`` tools
         start and drive children through it. None: sessions get no ``subagents`` server."""
+        self.questions = QuestionDesk(log)
+        """What servers ask the users of its sessions (elicitation), answered through the face."""
 
     @contextlib.asynccontextmanager
     async def open_session(
@@ -253,6 +257,7 @@ class Runtime:
         access = mcp_access.prepare_server() if any(not s.disabled for s in self.servers) else None
         if access is not None:
             internal[mcp_access.NAME] = access
+        hooks = SessionClientHooks(self.log, self.questions, cwd=cwd, log_dir=self.home / "logs")
         hub = Hub(
             internal,
             self.servers,
@@ -261,6 +266,7 @@ class Runtime:
             on_state=on_state,
             timeouts=self.tool_timeouts,
             visible=bounds.sees if bounds is not None else None,
+            client_hooks=hooks,
         )
         if access is not None:
             access.bind(hub, restricted=bounds is not None, own=frozenset(internal))
@@ -285,6 +291,7 @@ class Runtime:
                 advisor_mode=advisor,
             )
             session.approvals.allowed_tools |= approved
+            hooks.bind(session)
             session.snapshots = snapshots
             session.reopened_events = events or None
             yield session
