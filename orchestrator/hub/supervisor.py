@@ -374,8 +374,10 @@ class Supervisor:
                 )
             elif conn.state == "degraded":
                 delay = min(cfg.health_interval_s, cfg.health_timeout_s)  # confirm soon: wedged or just slow
-            else:
-                delay = cfg.health_interval_s
+            elif conn.busy:
+                delay = cfg.health_interval_s  # a call in flight has its own deadline
+            else:  # the interval counts from its last answer: a server in use is not pinged
+                delay = max(0.01, conn.last_ok + cfg.health_interval_s - anyio.current_time())
             with anyio.move_on_after(delay):
                 await wake.wait()
             if conn.wake is wake and wake.is_set():
