@@ -389,7 +389,8 @@ def _tool_result(info: RunInfo | Report) -> dict[str, Any]:
 
 
 def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).isoformat().replace("+00:00", "Z")
+    # One width always (a whole second would otherwise drop its fraction), so the strings also sort as times.
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _client_name(ctx: ServerRequestContext[Any, Any]) -> str:

@@ -222,6 +222,28 @@ async def test_a_client_without_the_extension_gets_the_handle_based_result(tmp_p
     assert other_extension["resultType"] == "complete" and "run_id" in other_extension["structuredContent"]
 
 
+async def test_a_handshake_era_client_gets_the_handle_based_tools_and_no_tasks_methods(tmp_path: Path) -> None:
+    from mcp import Client, MCPError
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp_types import Request, Result
+
+    async with embedded_runtime(tmp_path / "home") as runtime, SessionHost(runtime) as host:
+        async with served(build_face(host), TOKEN) as origin, http(TOKEN) as client:
+            async with Client(streamable_http_client(f"{origin}/mcp", http_client=client), mode="legacy") as legacy:
+                model = script(tmp_path, [{"text": "legacy"}])
+                made = await legacy.call_tool(
+                    "create_session", {"cwd": str(tmp_path), "model": model, "mode": "bypass"}
+                )
+                assert made.structured_content is not None
+                session_id = made.structured_content["session_id"]
+                run = await legacy.call_tool("send_message", {"session_id": session_id, "text": "hi", "wait_s": 10})
+                get = Request[dict[str, Any], str](method="tasks/get", params={"taskId": "x.y"})
+                with pytest.raises(MCPError) as refused:
+                    await legacy.session.send_request(get, result_type=Result)
+    assert run.structured_content is not None and run.structured_content["final_text"] == "legacy"
+    assert refused.value.error.code == -32601
+
+
 async def test_a_guessed_or_unknown_task_id_is_a_clear_error(tmp_path: Path) -> None:
     async with face_over_http(tmp_path) as raw:
         session_id = await new_session(raw, tmp_path, [{"text": "ok"}])
