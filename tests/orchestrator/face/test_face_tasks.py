@@ -126,6 +126,17 @@ async def test_a_message_answered_with_a_task_is_polled_to_its_result(tmp_path: 
     assert stat.S_IMODE((tmp_path / "home" / KEY_FILE).stat().st_mode) == 0o600
 
 
+async def test_a_run_that_fails_is_a_completed_task_whose_result_says_failed(tmp_path: Path) -> None:
+    async with face_over_http(tmp_path) as raw:
+        session_id = await new_session(raw, tmp_path, [{"text": "too late", "delay_s": 60}])
+        created = await raw.tool("send_message", session_id=session_id, text="hurry", timeout_s=0.5)
+        done = await raw.poll(created["taskId"], ["completed", "failed", "cancelled"])
+    # "failed" is the spec's for JSON-RPC errors; a run that failed is a tool result, as get_run gives it.
+    assert done["status"] == "completed" and "error" not in done
+    info = done["result"]["structuredContent"]
+    assert info["status"] == "failed" and "timed out" in info["reason"]
+
+
 async def test_a_task_cancelled_mid_run_cancels_the_run(tmp_path: Path) -> None:
     async with face_over_http(tmp_path) as raw:
         session_id = await new_session(raw, tmp_path, [{"text": "never said", "delay_s": 60}])
