@@ -269,7 +269,7 @@ class Runtime:
             client_hooks=hooks,
         )
         if access is not None:
-            access.bind(hub, restricted=bounds is not None, own=frozenset(internal))
+            access.bind(hub, sees=bounds.sees if bounds is not None else None, own=frozenset(internal))
         async with hub:
             session = Session(
                 session_id,

@@ -5,13 +5,15 @@ the hub lists this server's tools while it starts, so `AccessServer.bind` gives 
 call can arrive. Every request goes to the named server's own handler, so a server's confinement (a file server's
 roots, a notes server's scope) holds for what is read through here as for its tools.
 
-Which servers may be read is the session's to say: a child session whose allow-lists hide a server's tools
-(`restricted`) may read only servers it sees a tool of; the others are answered as if they did not exist, so a
-child learns nothing of servers its parent kept from it.
+Which servers may be read is the session's to say (`Access.bind`'s ``sees``, a child's allow-lists and servers): a
+server's resources and prompts are as much of it as all its tools together, so a child reads them only where its
+bounds would let it use every tool that server could have (``github__*`` or ``*``, not ``github__get_issue``). The
+others are answered as if they did not exist, so a child learns nothing of servers its parent kept from it.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Protocol, TypeVar
 
@@ -39,18 +41,8 @@ _T = TypeVar("_T")
 _NO_ARGUMENTS: dict[str, str] = Field(default_factory=dict)
 
 
-class _Listed(Protocol):
-    @property
-    def server(self) -> str: ...
-
-
 class Peers(Protocol):
     """The session's other servers, as its hub reaches them."""
-
-    @property
-    def tools(self) -> Sequence[_Listed]:
-        """The tools this session is shown (a child sees only what its allow-lists let through)."""
-        ...
 
     def server_names(self) -> list[str]:
         """Every server of the session."""
@@ -72,25 +64,30 @@ class Access:
 
     def __init__(self) -> None:
         self._peers: Peers | None = None
-        self._restricted = False
+        self._sees: Callable[[str], bool] | None = None
         self._own: frozenset[str] = frozenset()
 
-    def bind(self, peers: Peers, *, restricted: bool, own: frozenset[str] = frozenset()) -> None:
-        """Reach ``peers``; ``restricted``: only servers the session is shown a tool of may be read.
+    def bind(
+        self, peers: Peers, *, sees: Callable[[str], bool] | None = None, own: frozenset[str] = frozenset()
+    ) -> None:
+        """Reach ``peers``.
 
-        ``own`` are Loom's built-in servers: they may be named, but listing every server leaves them out, since
-        whatever they offer their tools give already (and listing them would start each one).
+        Args:
+            peers: The session's servers.
+            sees: Whether the session may use a namespaced tool name (a child's bounds); None: any. A server is
+                readable when ``sees`` grants ``{server}__*``: a glob in an allow-list that covers every tool
+                name of the server matches that name too, a single tool's name does not.
+            own: Loom's built-in servers: they may be named, but listing every server leaves them out, since
+                whatever they offer their tools give already (and listing them would start each one).
         """
-        self._peers, self._restricted, self._own = peers, restricted, own
+        self._peers, self._sees, self._own = peers, sees, own
 
     def _readable(self) -> list[str]:
         if self._peers is None:
             raise ToolError("this server is not connected to a session's servers yet; try again")
         names = [n for n in self._peers.server_names() if n != NAME]
-        if self._restricted:
-            shown = {tool.server for tool in self._peers.tools}
-            names = [n for n in names if n in shown]
-        return names
+        sees = self._sees
+        return names if sees is None else [n for n in names if sees(f"{_sanitize(n)}__*")]
 
     async def _client(self, server: str) -> Client:
         readable = self._readable()
@@ -211,6 +208,11 @@ class Access:
         return mt.CallToolResult(content=prompt_blocks(server, name, result))
 
 
+def _sanitize(server: str) -> str:
+    """A server name as namespaced tool names spell it (as ``orchestrator.hub.names.sanitize``: not imported)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", server) or "_"
+
+
 def _text(text: str) -> mt.CallToolResult:
     return mt.CallToolResult(content=[mt.TextContent(type="text", text=text)])
 
@@ -222,9 +224,11 @@ class AccessServer(DeferredServer):
         super().__init__(NAME, bindings, make)
         self._access = access
 
-    def bind(self, peers: Peers, *, restricted: bool, own: frozenset[str] = frozenset()) -> None:
+    def bind(
+        self, peers: Peers, *, sees: Callable[[str], bool] | None = None, own: frozenset[str] = frozenset()
+    ) -> None:
         """Reach the session's servers through ``peers`` (see `Access.bind`)."""
-        self._access.bind(peers, restricted=restricted, own=own)
+        self._access.bind(peers, sees=sees, own=own)
 
 
 _INSTRUCTIONS = "Other MCP servers' resources and prompts: list and read resources, list and get prompts."

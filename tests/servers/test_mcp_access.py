@@ -150,6 +150,27 @@ async def test_a_child_cannot_read_a_server_its_bounds_hide_nor_learn_that_it_ex
     assert allowed.content == "# docs\nThe readme of docs."
 
 
+async def test_a_child_granted_one_tool_of_a_server_cannot_read_the_rest_of_it(tmp_path: Path) -> None:
+    servers = [resource_server("vault", TEST_SERVER_SECRET=SECRET)]
+    attack = [
+        call("read_resource", server="vault", uri="docs://secret"),
+        {"id": "ping", "name": "vault__ping", "arguments": {}},
+    ]
+    async with (
+        embedded_runtime(tmp_path / "home", servers) as runtime,
+        runtime.open_session(tmp_path, ScriptedModel.from_turns([])) as parent,
+    ):
+        bounds = parent.approvals.bounds.narrow(
+            ChildRequest("child 'pinger'", allow=("mcp_access__read_resource", "vault__ping")),
+            available=[t.name for t in parent.hub.tools],
+        )
+        opening = ChildOpening(bounds, Lineage(parent_session_id=parent.id, ancestors=(parent.id,)))
+        async with runtime.open_session(tmp_path, turns(attack), child=opening) as child:
+            read, ping = await results(runtime, child, attack)
+    assert (ping.is_error, ping.content) == (False, "pong")  # the tool it was granted works
+    assert read.is_error and "no server named 'vault'" in read.content and SECRET not in read.content
+
+
 async def test_a_huge_resource_is_cut_and_says_so(tmp_path: Path) -> None:
     calls = [call("read_resource", server="docs", uri="docs://huge")]
     async with (
