@@ -125,6 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
     deny = sub.add_parser("deny", help="deny a pending tool call; the reason is shown to the model")
     deny.add_argument("approval_id")
     deny.add_argument("--reason", default="", help="why (the model sees it)")
+    answer = sub.add_parser("answer", help="answer a question an MCP server asked (loom run shows its id)")
+    answer.add_argument("question_id")
+    answer.add_argument("action", choices=("accept", "decline", "cancel"))
+    answer.add_argument("--content", default=None, metavar="JSON", help="accept: the answer, a JSON object")
 
     resume = sub.add_parser(
         "resume",
@@ -260,8 +264,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from clients.cli import context
 
         return context.compact(args) if args.command == "compact" else context.switch(args)
-    if args.command in ("sessions", "send", "attach", "approvals", "approve", "deny"):
+    if args.command in ("sessions", "send", "attach", "approvals", "approve", "deny", "answer"):
         from clients.cli import sessions as remote
+
+        if args.command == "answer":
+            return remote.answer(args)
 
         if args.command == "approve":
             return remote.decide(args, "approve_session" if args.session else "approve_once")

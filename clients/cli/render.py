@@ -6,7 +6,7 @@ import json
 import sys
 from typing import TextIO
 
-from clients.server_rows import server_event_line
+from clients.server_rows import plain, server_event_line
 from clients.timeline import child_label, first_line
 from orchestrator.events import (
     AssistantMessage,
@@ -19,6 +19,8 @@ from orchestrator.events import (
     ModelRetry,
     ModelSwitched,
     Notice,
+    QuestionAnswered,
+    QuestionAsked,
     RunFinished,
     ServerFailed,
     ServerLog,
@@ -91,6 +93,8 @@ class TerminalRenderer:
             line = server_event_line(event)
             if line is not None:
                 self._status(line[0] if line[1] == "info" else f"{line[1]}: {line[0]}")
+        elif isinstance(event, QuestionAsked | QuestionAnswered):
+            self._status(question_line(event))
         elif isinstance(event, ContextWatermark):
             self._watermark = event
             near = event.ratio >= event.threshold - 0.1
@@ -137,6 +141,24 @@ class TerminalRenderer:
         self._end_line()
         self._err.write(f"loom: {text}\n")
         self._err.flush()
+
+
+def question_line(event: QuestionAsked | QuestionAnswered) -> str:
+    """A server's question and how to answer it, or how it was answered (what the server wrote made safe to print)."""
+    if isinstance(event, QuestionAnswered):
+        why = f": {plain(event.reason, 300)}" if event.reason else ""
+        done = {"accept": "accepted", "decline": "declined", "cancel": "cancelled"}[event.action]
+        return f"question {event.question_id} {done} by {plain(event.answered_by, 100)}{why}"
+    if event.mode == "url":
+        asked = (
+            f"{first_line(event.message, 200)} — open {plain(event.url, 500)} yourself, then answer accept (or decline)"
+        )
+    else:
+        fields = event.requested_schema.get("properties")
+        names = plain(", ".join(fields), 200) if isinstance(fields, dict) else ""
+        asked = f"{first_line(event.message, 200)} (fields: {names or 'none'})"
+    how = f"loom answer {event.question_id} accept --content '{{\"field\": ...}}' | decline"
+    return f"{plain(event.server, 100)} asks: {asked}; answer with `{how}` (or the face tool answer_question)"
 
 
 def _tool_line(event: ToolCallFinished, arguments: dict[str, object] | None) -> str:

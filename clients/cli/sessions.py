@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from clients.cli.exits import EXIT_FAILED, EXIT_OK
+from clients.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:
     from clients.loom import LoomClient
@@ -210,6 +210,30 @@ def approvals(args: argparse.Namespace) -> int:
         for a in waiting:
             arguments = json.dumps(a.arguments, ensure_ascii=False)[:100]
             sys.stdout.write(f"{a.approval_id}  {a.session_id}  {a.tool} {arguments}\n  why: {a.reason}\n")
+        return EXIT_OK
+
+    return with_client(main)
+
+
+def answer(args: argparse.Namespace) -> int:
+    """``loom answer ID accept --content JSON`` (or ``decline``, ``cancel``): a server's question."""
+    from clients.cli.driving import with_client
+
+    content: dict[str, object] | None = None
+    if args.content is not None:
+        try:
+            parsed = json.loads(args.content)
+        except ValueError as exc:
+            sys.stderr.write(f"loom: --content is not JSON: {exc}\n")
+            return EXIT_USAGE
+        if not isinstance(parsed, dict):
+            sys.stderr.write('loom: --content must be a JSON object, e.g. \'{"name": "Ann"}\'\n')
+            return EXIT_USAGE
+        content = parsed
+
+    async def main(client: LoomClient) -> int:
+        done = await client.answer_question(args.question_id, args.action, content, answered_by="cli")
+        sys.stderr.write(f"loom: {done.question_id} ({done.server}): {done.action}\n")
         return EXIT_OK
 
     return with_client(main)

@@ -27,6 +27,7 @@ from orchestrator.protocol import (
     SessionList,
 )
 from orchestrator.protocol_commands import ModeInfo, SkillList
+from orchestrator.protocol_questions import QuestionInfo, QuestionList
 from orchestrator.protocol_review import ReviewInfo
 from orchestrator.protocol_servers import ModelList, ServerList
 
@@ -238,6 +239,23 @@ class LoomClient:
             decision=decision,
             reason=reason,
             decided_by=decided_by,
+        )
+
+    async def list_questions(self, session_id: str | None = None) -> list[QuestionInfo]:
+        """What MCP servers asked and nobody answered yet (all sessions, or one and its children)."""
+        return (await self.call("list_questions", QuestionList, session_id=session_id)).questions
+
+    async def answer_question(
+        self, question_id: str, action: str, content: dict[str, Any] | None = None, *, answered_by: str = ""
+    ) -> QuestionInfo:
+        """``accept`` (with ``content`` matching the question's schema), ``decline`` or ``cancel``; first one wins."""
+        return await self.call(
+            "answer_question",
+            QuestionInfo,
+            question_id=question_id,
+            action=action,
+            content=content,
+            answered_by=answered_by,
         )
 
     # -- context and rewind --------------------------------------------------------------------------

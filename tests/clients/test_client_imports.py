@@ -19,6 +19,7 @@ ALLOWED: dict[str, frozenset[str] | None] = {
     "orchestrator.protocol_commands": None,  # the results of the tools behind a client's commands
     "orchestrator.protocol_review": None,  # what the review tools return
     "orchestrator.protocol_servers": None,  # what list_servers and list_models return
+    "orchestrator.protocol_questions": None,  # what list_questions and answer_question return
     "orchestrator.agents.report": frozenset({"Report"}),  # what the orchestration tools return
     "orchestrator.events": None,
     "orchestrator.messages": None,  # the conversation messages events carry
