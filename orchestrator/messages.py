@@ -34,7 +34,8 @@ class ToolUseBlock(BaseModel):
 class Attachment(BaseModel):
     """A part of a tool result that is not text: an image, a sound, or a binary resource.
 
-    The result's text always says what the part was (:attr:`summary`, at its place among the text). Only an image
+    The result's text always says what the part was, at its place among the text: ``[label]`` for an image a model
+    is shown (:attr:`label`), ``[label: why not]`` for anything left out. Only an image
     a model can be shown keeps its ``data``; providers that take images in tool results send it as an image
     block, the others say it was left out. Audio and other binary parts keep no data: no provider here takes
     them in a tool result, so the text's line is what the model gets and this is what a client shows.
@@ -55,6 +56,11 @@ class Attachment(BaseModel):
     """For a part of an embedded resource: the resource's URI."""
     data: str = ""
     """Base64, for an image a model may be shown; empty for everything else (and for an image left out)."""
+
+    @property
+    def label(self) -> str:
+        """:attr:`summary`, after the resource's URI for a part of an embedded resource."""
+        return f"resource {self.uri}: {self.summary}" if self.uri else self.summary
 
     @property
     def summary(self) -> str:

@@ -83,8 +83,7 @@ class MediaReader:
 
 
 def _line(part: Attachment, note: str) -> str:
-    where = f"resource {part.uri}: " if part.uri else ""
-    return f"[{where}{part.summary}{': ' + note if note else ''}]"
+    return f"[{part.label}{': ' + note if note else ''}]"
 
 
 def _decoded_size(data: str) -> int:

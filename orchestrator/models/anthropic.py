@@ -34,7 +34,7 @@ from anthropic.types import TextBlock as WireTextBlock
 from anthropic.types import TextDelta as WireTextDelta
 from anthropic.types import ToolUseBlock as WireToolUseBlock
 
-from orchestrator.messages import ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
+from orchestrator.messages import Attachment, ContentBlock, Message, TextBlock, ToolResultBlock, ToolUseBlock, Usage
 from orchestrator.models.base import (
     ModelError,
     ModelEvent,
@@ -224,19 +224,37 @@ def _wire_block(
         return ToolResultBlockParam(
             type="tool_result", tool_use_id=block.tool_use_id, content=block.content, is_error=block.is_error
         )
-    parts: list[TextBlockParam | ImageBlockParam] = [TextBlockParam(type="text", text=block.content)]
+    # Each image follows the line that names it in the text, so the model reads them in the server's order;
+    # one whose line the text no longer has (cut as too long) follows the whole text.
+    parts: list[TextBlockParam | ImageBlockParam] = []
+    rest, late = block.content, list[TextBlockParam | ImageBlockParam]()
     for k, image in enumerate(images):
-        if (*at, k) in shown:
-            source = Base64ImageSourceParam(type="base64", media_type=_media_type(image.mime_type), data=image.data)
-            parts.append(ImageBlockParam(type="image", source=source))
-        else:
-            note = f"[{image.summary}: shown earlier, left out of this request to keep it within the API's limits]"
-            parts.append(TextBlockParam(type="text", text=note))
-    if not block.content:
-        parts.pop(0)  # the API rejects an empty text block
+        part = _image_part(image, (*at, k) in shown)
+        marker = f"[{image.label}]"
+        cut = rest.find(marker)
+        if cut < 0:
+            late.append(part)
+            continue
+        parts.extend(_text_parts(rest[: cut + len(marker)]))
+        parts.append(part)
+        rest = rest[cut + len(marker) :]
+    parts.extend([*_text_parts(rest), *late])
     return ToolResultBlockParam(
         type="tool_result", tool_use_id=block.tool_use_id, content=parts, is_error=block.is_error
     )
+
+
+def _image_part(image: Attachment, shown: bool) -> TextBlockParam | ImageBlockParam:
+    if not shown:
+        note = f"[{image.summary}: shown earlier, left out of this request to keep it within the API's limits]"
+        return TextBlockParam(type="text", text=note)
+    source = Base64ImageSourceParam(type="base64", media_type=_media_type(image.mime_type), data=image.data)
+    return ImageBlockParam(type="image", source=source)
+
+
+def _text_parts(text: str) -> list[TextBlockParam]:
+    # The API rejects a text block with nothing but whitespace in it.
+    return [TextBlockParam(type="text", text=text)] if text.strip() else []
 
 
 _MediaType = Literal["image/jpeg", "image/png", "image/gif", "image/webp"]

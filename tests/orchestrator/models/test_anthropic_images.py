@@ -135,6 +135,24 @@ def test_a_long_session_of_images_sends_only_the_newest_within_the_api_s_limits(
     assert "shown earlier, left out of this request" in oldest["text"]  # type: ignore[index]
 
 
+def test_each_image_follows_the_line_that_names_it() -> None:
+    def image(side: int) -> Attachment:
+        return Attachment(kind="image", mime_type="image/png", size=99, width=side, height=side, data=f"DATA{side}")
+
+    text = "page one\n[image 10×10 png, 99 B]\npage two\n[image 20×20 png, 99 B]\nend"
+    result = ToolResultBlock(tool_use_id="t", content=text, attachments=[image(10), image(20), image(30)])
+    [wire] = to_wire_messages([Message(role="user", content=[result])])
+    parts = wire["content"][0]["content"]  # type: ignore[index]
+    assert [p.get("text") or p["source"]["data"] for p in parts] == [  # type: ignore[union-attr,index]
+        "page one\n[image 10×10 png, 99 B]",
+        "DATA10",
+        "\npage two\n[image 20×20 png, 99 B]",
+        "DATA20",
+        "\nend",
+        "DATA30",  # its line was cut from the text: after all of it
+    ]
+
+
 def test_an_image_counts_by_its_pixels_not_its_base64() -> None:
     shown = image_turn(0)[1]
     block = shown.content[0]
