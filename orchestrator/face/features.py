@@ -57,7 +57,7 @@ class FaceServer(CheckedServer):
             name,
             lifespan=self._lifespan,
             subscriptions=self.bus,
-            middleware=[logging_support.FaceLog(name), ListenInterest()],
+            middleware=[logging_support.FaceLog(name), ListenInterest(host)],
             **kwargs,
         )
         logging_support.install(self)

@@ -20,6 +20,7 @@ from mcp.types import INVALID_PARAMS, GetPromptResult, Prompt, PromptArgument, P
 
 from orchestrator.context.instructions import project_root
 from orchestrator.context.skills import Skill, SkillError, find_skills, load_skill
+from orchestrator.face.input import lone_surrogate
 from orchestrator.policy import MODES
 from orchestrator.runtime.host import HostError, SessionHost
 
@@ -69,6 +70,9 @@ class SkillPrompts:
             MCPError: ``INVALID_PARAMS`` for an unknown prompt, a missing or oversized argument, an unknown session.
         """
         given = dict(arguments or {})
+        problem = lone_surrogate(given, "arguments")
+        if problem is not None:
+            raise _invalid(f"{problem} holds a lone surrogate, which is not text; send valid Unicode (UTF-8) text")
         for key, value in given.items():
             if len(value) > MAX_ARGUMENT_CHARS:
                 raise _invalid(f"argument {key!r} is {len(value):,} characters; at most {MAX_ARGUMENT_CHARS:,}")

@@ -24,6 +24,7 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp.types import Resource, ResourceTemplate
 
 from orchestrator.context.skills import Skill, SkillError, find_skills, load_skill
+from orchestrator.face.input import lone_surrogate
 from orchestrator.face.transcript import PAGE_EVENTS, render_page, transcript_uri
 from orchestrator.protocol import MAX_SEQ, SessionInfo
 from orchestrator.runtime.host import HostError, SessionHost
@@ -159,6 +160,9 @@ class SessionResources:
         Raises:
             ResourceNotFoundError: no such resource (unknown session or skill, bad page): the message says why.
         """
+        problem = lone_surrogate(uri, "the URI")
+        if problem is not None:
+            raise ResourceNotFoundError(f"{problem} holds a lone surrogate, which is not text; send valid Unicode")
         parts = urlsplit(uri)
         path = parts.path.strip("/")
         if parts.netloc == "sessions" and not path:

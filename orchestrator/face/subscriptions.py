@@ -30,16 +30,19 @@ from mcp.types import INVALID_PARAMS, EmptyResult, SubscribeRequestParams, Unsub
 from mcp_types import SubscriptionsListenRequestParams
 from pydantic import ValidationError
 
+from orchestrator.face.input import lone_surrogate
 from orchestrator.face.resources import session_of
 from orchestrator.runtime.host import HostError, SessionHost
 from orchestrator.store.eventlog import EventLog
 
-__all__ = ["COALESCE_S", "WATCHES_KEY", "ListenInterest", "Watches", "subscribe_handlers"]
+__all__ = ["COALESCE_S", "MAX_LISTENED", "WATCHES_KEY", "ListenInterest", "Watches", "subscribe_handlers"]
 
 COALESCE_S: Final = 0.25
 """The least time between two update notifications of one session's resources."""
 SEND_TIMEOUT_S: Final = 5.0
 """How long one notification may take to be written: a client that stopped reading is dropped."""
+MAX_LISTENED: Final = 100
+"""The most session resources one ``subscriptions/listen`` stream may name."""
 WATCHES_KEY: Final = "loom.watches"
 """Where the lifespan context holds its :class:`Watches`."""
 
@@ -173,6 +176,8 @@ def subscribe_handlers(host: SessionHost) -> tuple[Any, Any]:
     async def subscribe(ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams) -> EmptyResult:
         uri = str(params.uri)
         session_id = _subscribable(uri)
+        if lone_surrogate(session_id):
+            raise MCPError(code=INVALID_PARAMS, message="the URI holds a lone surrogate, which is not text")
         try:
             await host.record(session_id)
         except HostError as exc:
@@ -204,10 +209,17 @@ def _subscribable(uri: str) -> str:
 
 
 class ListenInterest:
-    """Server middleware: a ``subscriptions/listen`` stream naming session URIs keeps their watchers running."""
+    """Server middleware: a ``subscriptions/listen`` stream naming session URIs keeps their watchers running.
+
+    A URI of a session that does not exist is acknowledged and never fires (as the SDK treats any unknown URI), and
+    no watcher is started for it; a stream may name at most :data:`MAX_LISTENED` session URIs.
+    """
 
     leaves_tool_listing = True
     """Tool listings pass through untouched (hub/transports.py reuses them)."""
+
+    def __init__(self, host: SessionHost) -> None:
+        self.host = host
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         """Pass the request on; around a listen stream, want the session URIs it names."""
@@ -217,10 +229,16 @@ class ListenInterest:
             params = SubscriptionsListenRequestParams.model_validate(ctx.params or {})
         except ValidationError:
             return await call_next(ctx)  # the SDK refuses it, in its words
-        uris = [u for u in params.notifications.resource_subscriptions or () if session_of(u) is not None]
+        named = [u for u in params.notifications.resource_subscriptions or () if session_of(u) is not None]
         watches = ctx.lifespan_context.get(WATCHES_KEY) if isinstance(ctx.lifespan_context, Mapping) else None
-        if not uris or not isinstance(watches, Watches):
+        if not named or not isinstance(watches, Watches):
             return await call_next(ctx)
+        if len(named) > MAX_LISTENED:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"{len(named)} session resources named; one listen stream follows at most {MAX_LISTENED}",
+            )
+        uris = [uri for uri in dict.fromkeys(named) if await self._exists(uri)]
         for uri in uris:
             await watches.add(uri, None)
         try:
@@ -228,3 +246,13 @@ class ListenInterest:
         finally:
             for uri in uris:
                 watches.remove(uri, None)
+
+    async def _exists(self, uri: str) -> bool:
+        session_id = session_of(uri)
+        if session_id is None or lone_surrogate(session_id):
+            return False
+        try:
+            await self.host.record(session_id)
+        except HostError:
+            return False
+        return True

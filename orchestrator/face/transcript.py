@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from typing import Final
+from urllib.parse import quote
 
 from orchestrator.events import (
     ApprovalDecided,
@@ -38,7 +39,7 @@ MAX_PAGE_CHARS: Final = 200_000
 
 def transcript_uri(session_id: str, before_seq: int | None = None) -> str:
     """The transcript resource of a session, or its page of events older than ``before_seq``."""
-    base = f"loom://sessions/{session_id}/transcript"
+    base = f"loom://sessions/{quote(session_id, safe='')}/transcript"
     return base if before_seq is None else f"{base}?before_seq={before_seq}"
 
 

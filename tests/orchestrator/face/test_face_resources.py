@@ -20,6 +20,7 @@ from mcp.types import INVALID_PARAMS, ResourceUpdatedNotification, TextResourceC
 
 from orchestrator.events import UserMessage
 from orchestrator.face.server import build_face
+from orchestrator.face.subscriptions import MAX_LISTENED
 from orchestrator.face.transcript import PAGE_EVENTS
 from orchestrator.runtime.embedded import embedded_runtime
 from orchestrator.runtime.host import SessionHost
@@ -178,3 +179,33 @@ async def test_over_the_daemons_http_a_subscriber_hears_of_a_run_of_the_session(
             transcript = await text_of(client, uri)
     assert updated[0] == uri
     assert "done" in transcript
+
+
+async def test_a_listen_stream_naming_too_many_sessions_is_refused_and_an_unknown_one_never_fires(
+    tmp_path: Path,
+) -> None:
+    async with loom_face(tmp_path) as (host, face), Client(face) as client:
+        sid = (await call(client, "create_session", cwd=str(tmp_path), model="scripted:demo"))["session_id"]
+        flood = [f"loom://sessions/s_{i:06d}/state" for i in range(MAX_LISTENED + 1)]
+        with pytest.raises(MCPError) as refused:
+            async with client.listen(resource_subscriptions=flood):
+                pass
+        mine = f"loom://sessions/{sid}/state"
+        async with client.listen(resource_subscriptions=["loom://sessions/s_made_up/state", mine]) as subscription:
+            await host.runtime.log.append(UserMessage(session_id="s_made_up", run_id="r_x", text="never seen"))
+            await host.runtime.log.append(UserMessage(session_id=sid, run_id="r_x", text="seen"))
+            with anyio.fail_after(5):
+                first = await subscription.__anext__()
+    assert refused.value.error.code == INVALID_PARAMS and str(MAX_LISTENED) in refused.value.error.message
+    assert getattr(first, "uri", None) == mine
+
+
+async def test_a_uri_or_prompt_argument_that_is_not_text_is_refused_in_the_callers_terms(tmp_path: Path) -> None:
+    # Legacy: a 2026-07-28 client refuses to send it at all (the URI and name also travel in a header).
+    async with loom_face(tmp_path) as (_, face), Client(face, mode="legacy") as client:
+        with pytest.raises(MCPError) as uri:
+            await client.read_resource("loom://sessions/s_\ud800/state")
+        with pytest.raises(MCPError) as argument:
+            await client.get_prompt("delegate_task", {"task": "x\udfff", "cwd": "/a"})
+    assert uri.value.error.code == INVALID_PARAMS and "lone surrogate" in uri.value.error.message
+    assert argument.value.error.code == INVALID_PARAMS and "arguments.task" in argument.value.error.message
