@@ -12,7 +12,6 @@ provider Loom speaks takes them in a tool result, so the text says what they wer
 
 from __future__ import annotations
 
-import base64
 import binascii
 import struct
 
@@ -41,13 +40,15 @@ class MediaReader:
 
     def image(self, data: str, claimed: str, uri: str = "") -> tuple[Attachment, str]:
         """An image block (or an embedded image resource): kept if a model can be shown it, else described."""
-        data = "".join(data.split())  # wrapped base64 is still base64; the API takes it unwrapped
+        data = _unwrapped(data)
         size = _decoded_size(data)
         head = _decode(data[:_SNIFF_B64] if len(data) > _SNIFF_B64 else data, partial=len(data) > _SNIFF_B64)
         found = sniff(head) if head is not None else None
         mime = found[0] if found else claimed or "application/octet-stream"
         width, height = found[1] if found else (None, None)
         bare = Attachment(kind="image", mime_type=mime, size=size, width=width, height=height, uri=uri)
+        if head is None:
+            return bare, _line(bare, "left out, its base64 data is corrupt")
         if found is None:
             kinds = ", ".join(_NAMES.values())
             return bare, _line(bare, f"left out, its data is not a {kinds} image (the server said {claimed or '?'})")
@@ -67,7 +68,7 @@ class MediaReader:
 
     def audio(self, data: str, mime: str) -> tuple[Attachment, str]:
         """An audio block: described, never kept (no provider here takes audio in a tool result)."""
-        part = Attachment(kind="audio", mime_type=mime or "audio/unknown", size=_decoded_size("".join(data.split())))
+        part = Attachment(kind="audio", mime_type=mime or "audio/unknown", size=_decoded_size(_unwrapped(data)))
         return part, _line(part, "not shown, no model here takes audio")
 
     def blob(self, data: str, mime: str | None, uri: str) -> tuple[Attachment, str]:
@@ -75,15 +76,20 @@ class MediaReader:
         if (mime or "").startswith("image/"):
             return self.image(data, mime or "", uri)
         if mime and mime.startswith("audio/"):
-            part = Attachment(kind="audio", mime_type=mime, size=_decoded_size("".join(data.split())), uri=uri)
+            part = Attachment(kind="audio", mime_type=mime, size=_decoded_size(_unwrapped(data)), uri=uri)
             return part, _line(part, "not shown, no model here takes audio")
-        size = _decoded_size("".join(data.split()))
+        size = _decoded_size(_unwrapped(data))
         part = Attachment(kind="blob", mime_type=mime or "application/octet-stream", size=size, uri=uri)
         return part, _line(part, "binary, not shown")
 
 
 def _line(part: Attachment, note: str) -> str:
     return f"[{part.label}{': ' + note if note else ''}]"
+
+
+def _unwrapped(data: str) -> str:
+    # Wrapped base64 is still base64; the API takes it unwrapped. Checking first spares copying megabytes.
+    return "".join(data.split()) if any(c in data for c in " \n\r\t") else data
 
 
 def _decoded_size(data: str) -> int:
@@ -94,7 +100,7 @@ def _decode(data: str, *, partial: bool) -> bytes | None:
     if partial:
         data = data[: len(data) - len(data) % 4]
     try:
-        return base64.b64decode(data, validate=True)
+        return binascii.a2b_base64(data, strict_mode=True)  # about 40 ms for 5 MB on a loaded machine
     except (binascii.Error, ValueError):
         return None
 
