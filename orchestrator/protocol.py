@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, WithJsonSchema
 
-from orchestrator.events import EVENT_ADAPTER, Event
+from orchestrator.events import EVENT_ADAPTER, Event, ToolProgress
 
 __all__ = [
     "DRIVING_CLIENT_META",
@@ -224,6 +224,9 @@ class EventPage(BaseModel):
     live: LiveInfo | None = None
     """The step in flight (null when nothing streams, the page stops short of the newest event, or it was read
     with ``before_seq``)."""
+    progress: list[ToolProgress] = Field(default_factory=list[ToolProgress])
+    """The tool calls in flight that reported progress: the latest report of each (live only, never in ``events``;
+    a page's wait also ends when one changes)."""
     more_before: bool = False
     """Read with ``before_seq``: events older than this page's first (and newer than ``after_seq``) remain; pass
     its first event's seq as the next ``before_seq`` to read them. Always false for a page read forward."""

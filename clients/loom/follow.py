@@ -74,6 +74,8 @@ class LiveFollower:
         self.live_cursor = ""
         self._every = every_message
         self._shown: dict[tuple[str, int], tuple[int, str]] = {}
+        self._reported: dict[str, float] = {}
+        """call id -> the progress last shown of it (a page repeats the latest report of each call in flight)"""
         """(run, step) -> (after_seq of the attempt shown, its text shown so far)"""
         self._arguments: dict[tuple[str, int, int, int], str] = {}
         """(run, step, after_seq, call index) -> its arguments' JSON text shown so far"""
@@ -132,6 +134,10 @@ class LiveFollower:
         self.live_cursor = live.cursor if live else ""
         if live:
             out.extend(self._live(live))
+        for report in page.progress:  # the latest of each call in flight: only a new one is shown
+            if self._reported.get(report.call_id) != report.progress:
+                self._reported[report.call_id] = report.progress
+                out.append(report)
         return out
 
     def _rest_of(self, message: AssistantMessage) -> list[Event]:

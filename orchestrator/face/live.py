@@ -75,6 +75,7 @@ async def read_page(
     """
     deadline = anyio.current_time() + wait_s
     baseline = cursor if cursor is not None else cursor_of(log.live(session_id))
+    reported = log.progress(session_id)
     rereads = 0
     while True:
         changed = log.watch(session_id)  # before reading: a change during the read still wakes us
@@ -90,8 +91,15 @@ async def read_page(
             continue
         step = log.live(session_id) if newest is None or last >= newest else None
         remaining = deadline - anyio.current_time()
-        if events or cursor_of(step) != baseline or remaining <= 0:
-            return EventPage(session_id=session_id, events=events, next_after_seq=last, live=live_info(step, cursor))
+        progress = log.progress(session_id)
+        if events or cursor_of(step) != baseline or progress != reported or remaining <= 0:
+            return EventPage(
+                session_id=session_id,
+                events=events,
+                next_after_seq=last,
+                live=live_info(step, cursor),
+                progress=progress,
+            )
         with anyio.move_on_after(remaining):
             await changed.wait()
 
@@ -149,7 +157,7 @@ async def stream_pages(
         held = page.live.cursor if page.live is not None else ""
         if anyio.current_time() >= deadline:
             return page
-        if page.events or held != cursor:
+        if page.events or held != cursor or page.progress:
             with anyio.fail_after(SEND_TIMEOUT_S):
                 await send(page)
             after_seq, cursor = page.next_after_seq, held

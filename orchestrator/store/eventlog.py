@@ -41,6 +41,8 @@ from orchestrator.events import (
     SessionArchived,
     TextDelta,
     ToolCallDelta,
+    ToolCallFinished,
+    ToolProgress,
 )
 from orchestrator.store.interface import Store
 
@@ -136,6 +138,8 @@ class EventLog:
         """Set when the round being stored ends; None while no round is."""
         self._subscribers: list[MemoryObjectSendStream[Event]] = []
         self._partials: dict[str, _Partial] = {}
+        self._progress: dict[str, dict[str, ToolProgress]] = {}
+        """By session, the latest progress report of each tool call in flight (by call id): live only."""
         self._tails: dict[str, _Tail] = {}
         self._idle: OrderedDict[str, None] = OrderedDict()
         """Sessions whose tail is kept without a run in progress, least recently written first."""
@@ -242,8 +246,14 @@ class EventLog:
         """Publish an event that is not stored (a text delta); deltas also extend the session's live step."""
         if isinstance(event, TextDelta | ToolCallDelta):
             self._note_live(event)
+        elif isinstance(event, ToolProgress):
+            self._progress.setdefault(event.session_id, {})[event.call_id] = event
         self._publish((event,))
         self._notify(event.session_id)
+
+    def progress(self, session_id: str) -> list[ToolProgress]:
+        """The latest progress report of each of the session's tool calls in flight that reported any."""
+        return list(self._progress.get(session_id, {}).values())
 
     def live(self, session_id: str) -> LiveStep | None:
         """The session's step in flight, as of its newest stored event; None when nothing is streaming."""
@@ -284,6 +294,13 @@ class EventLog:
             ends = isinstance(event, AssistantMessage | ModelRetry | RunFinished)
             if partial is not None and ends and getattr(event, "run_id", None) == partial.run_id:
                 del self._partials[sid]  # the stored message holds the text now, or the attempt is over
+            reports = self._progress.get(sid)
+            if reports and isinstance(event, ToolCallFinished | RunFinished):  # the call (or its run) is over
+                if isinstance(event, RunFinished):
+                    reports.clear()
+                reports.pop(getattr(event, "call_id", ""), None)
+                if not reports:
+                    del self._progress[sid]
         for sid in touched:
             self._notify(sid)
             stored = self._stored_watches.pop(sid, None)

@@ -164,3 +164,28 @@ async def test_a_headless_run_denies_sampling_saying_why(tmp_path: Path) -> None
     (result,) = [e for e in events if isinstance(e, ToolCallFinished)]
     assert result.is_error and "sampling" in result.content and "headless" in result.content
     assert run["status"] == "completed"  # the model's next turn went on without it: no turn was spent sampling
+
+
+SLOW: list[dict[str, Any]] = [
+    {"text": "working", "tool_calls": [{"id": "w", "name": "asking__slow", "arguments": {"steps": 12}}]},
+    {"text": "done: {{result:w}}"},
+]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_follower_on_the_face_sees_a_tool_calls_progress_live(tmp_path: Path, era: str) -> None:
+    async with two_clients(tmp_path, era) as (_, driver, follower):
+        session = await call(driver, "create_session", cwd=str(tmp_path), model=script(tmp_path, SLOW), mode="bypass")
+        run = await call(driver, "send_message", session_id=session["session_id"], text="go")
+        seen: list[dict[str, Any]] = []
+        after, ended = 0, False
+        with anyio.fail_after(30):
+            while not ended:
+                page = await call(follower, "read_events", session_id=session["session_id"], after_seq=after, wait_s=2)
+                after = page["next_after_seq"]
+                seen.extend(p for p in page["progress"] if p not in seen)
+                ended = any(e["type"] == "run_finished" for e in page["events"])
+        last = await call(follower, "read_events", session_id=session["session_id"], after_seq=after)
+    assert len(seen) >= 2 and all(p["run_id"] == run["run_id"] and p["tool"] == "asking__slow" for p in seen)
+    assert [p["progress"] for p in seen] == sorted(p["progress"] for p in seen) and seen[0]["total"] == 12
+    assert "of 12" in seen[-1]["message"] and last["progress"] == []  # none is left once the call is over
