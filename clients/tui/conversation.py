@@ -57,6 +57,7 @@ from orchestrator.events import (
     ToolCallDelta,
     ToolCallFinished,
     ToolCallStarted,
+    ToolProgress,
     UserMessage,
 )
 from orchestrator.messages import ToolUseBlock
@@ -232,6 +233,11 @@ class Conversation(BlockWindow, can_focus=True):
         elif isinstance(event, ToolCallStarted):
             ts = event.ts
             self._call(event.call_id, event.tool, event.arguments).change(lambda w: w.set_status("running", started=ts))
+        elif isinstance(event, ToolProgress):
+            moved = event
+            entry = self._tools.get(event.call_id)
+            if entry is not None:  # a report about a call not shown (an older page's) has nothing to move
+                entry.change(lambda w: w.progressed(moved.progress, moved.total, moved.message))
         elif isinstance(event, ToolCallFinished):
             done = event
             self._call(event.call_id, event.tool, {}).change(

@@ -10,6 +10,7 @@ from textual import events, on
 from textual.binding import Binding
 from textual.timer import Timer
 
+from clients.server_rows import plain
 from clients.tui.diff_view import SHORT_LINES, FileChange, file_change, render_diff
 from clients.tui.status_block import StatusBlock
 from clients.tui.text import short_arguments, short_result
@@ -62,6 +63,8 @@ class ToolBlock(StatusBlock, can_focus=True):
         self._started: float | None = None
         self._duration: float | None = None
         self._ticker: Timer | None = None
+        self.progress = ""
+        """What the server last reported of its progress on the call while it runs (``2/12 step 2``)."""
         self._refresh_content()
 
     @on(events.Mount)
@@ -96,6 +99,12 @@ class ToolBlock(StatusBlock, can_focus=True):
             if self.is_mounted and self._ticker is None:
                 self._ticker = self.set_interval(1.0, self._refresh_content)
         self._set_status(status)
+        self._refresh_content()
+
+    def progressed(self, progress: float, total: float | None, message: str) -> None:
+        """The server reported progress on the running call (shown by its status until it ends)."""
+        done = f"{progress:g}/{total:g}" if total else f"{progress:g}"
+        self.progress = f"{done} {plain(message, 60)}".strip()
         self._refresh_content()
 
     def finished(
@@ -145,6 +154,8 @@ class ToolBlock(StatusBlock, can_focus=True):
             status += f" {self._duration:.1f}s"
         if self.failure:
             status += f" ({self.failure})"
+        if self.status == "running" and self.progress:
+            status += f" · {self.progress}"
         line.append(f"  [{status}]", style=_STATUS_STYLE.get(self.status, ""))
         # one Text, not a Group, so that the block's text can be selected and copied
         # a failed change did not happen, and one awaiting approval has its diff on the card below
