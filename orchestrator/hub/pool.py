@@ -243,6 +243,12 @@ class Hub:
         client: Client = conn.client
         return client
 
+    def capabilities(self, server: str) -> mt.ServerCapabilities | None:
+        """What ``server`` declared when it connected; None while it is not connected (nothing is connected here)."""
+        conn = self._conns.get(server)
+        client = conn.client if conn is not None else None
+        return client.server_capabilities if client is not None else None
+
     async def refresh(self, server: str) -> None:
         """Fetch ``server``'s tools (and resources and prompts) again now, as a list change would.
 

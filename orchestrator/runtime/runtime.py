@@ -257,6 +257,7 @@ class Runtime:
         access = mcp_access.prepare_server() if any(not s.disabled for s in self.servers) else None
         if access is not None:
             internal[mcp_access.NAME] = access
+        sees = bounds.sees if bounds is not None else None
         hooks = SessionClientHooks(self.log, self.questions, cwd=cwd, log_dir=self.home / "logs")
         hub = Hub(
             internal,
@@ -265,11 +266,11 @@ class Runtime:
             on_failure=on_failure,
             on_state=on_state,
             timeouts=self.tool_timeouts,
-            visible=bounds.sees if bounds is not None else None,
+            visible=access.visible(sees) if access is not None else sees,
             client_hooks=hooks,
         )
         if access is not None:
-            access.bind(hub, sees=bounds.sees if bounds is not None else None, own=frozenset(internal))
+            access.bind(hub, sees=sees, own=frozenset(internal))
         async with hub:
             session = Session(
                 session_id,

@@ -52,6 +52,10 @@ class Peers(Protocol):
         """A connected client of ``server`` (connecting it on demand); raises with the reason when it cannot."""
         ...
 
+    def capabilities(self, server: str) -> mt.ServerCapabilities | None:
+        """What ``server`` declared, if it is connected now (without connecting it)."""
+        ...
+
 
 # Plain strings with "" for "none": an optional ``str | None`` costs an ``anyOf`` in every request's tool list.
 _Server = Annotated[str, Field(description="as list_resources or list_prompts name it")]
@@ -81,6 +85,30 @@ class Access:
                 whatever they offer their tools give already (and listing them would start each one).
         """
         self._peers, self._sees, self._own = peers, sees, own
+
+    def visible(self, sees: Callable[[str], bool] | None) -> Callable[[str], bool]:
+        """``sees`` (the session's tool visibility; None: every tool), less this server's tools no server answers.
+
+        Give it to the hub as its ``visible``: the hub asks it when it builds its tool list, after its servers have
+        connected and again whenever a server's tools change, so ``read_resource`` is offered while some readable
+        server (Loom's own left out) declares ``resources``, and ``get_prompt`` while one declares ``prompts``:
+        a session whose servers have only tools pays for none of these in its requests.
+        """
+
+        def check(name: str) -> bool:
+            if sees is not None and not sees(name):
+                return False
+            kind = _KINDS.get(name)
+            return kind is None or self._peers is None or any(self._declares(n, kind) for n in self._listable())
+
+        return check
+
+    def _declares(self, server: str, kind: str) -> bool:
+        assert self._peers is not None
+        return getattr(self._peers.capabilities(server), kind, None) is not None
+
+    def _listable(self) -> list[str]:
+        return [name for name in self._readable() if name not in self._own]
 
     def _readable(self) -> list[str]:
         if self._peers is None:
@@ -208,6 +236,18 @@ class Access:
         return mt.CallToolResult(content=prompt_blocks(server, name, result))
 
 
+_KINDS = {
+    f"{NAME}__{tool}": kind
+    for tool, kind in (
+        ("list_resources", "resources"),
+        ("read_resource", "resources"),
+        ("list_prompts", "prompts"),
+        ("get_prompt", "prompts"),
+    )
+}
+"""This server's tools by namespaced name, and the capability a server must declare for each to be of use."""
+
+
 def _sanitize(server: str) -> str:
     """A server name as namespaced tool names spell it (as ``orchestrator.hub.names.sanitize``: not imported)."""
     return re.sub(r"[^A-Za-z0-9_-]", "_", server) or "_"
@@ -229,6 +269,10 @@ class AccessServer(DeferredServer):
     ) -> None:
         """Reach the session's servers through ``peers`` (see `Access.bind`)."""
         self._access.bind(peers, sees=sees, own=own)
+
+    def visible(self, sees: Callable[[str], bool] | None) -> Callable[[str], bool]:
+        """The hub's ``visible`` for this session (see `Access.visible`)."""
+        return self._access.visible(sees)
 
 
 _INSTRUCTIONS = "Other MCP servers' resources and prompts: list and read resources, list and get prompts."

@@ -91,7 +91,8 @@ async def test_a_model_lists_reads_and_gets_prompts_end_to_end_under_a_headless_
         # Headless in ask mode: anything not read-only would be denied, so every success below is policy's yes.
         runtime.open_session(work, model, mode="ask", headless=True) as session,
     ):
-        assert {t.name for t in session.hub.tools} >= {f"mcp_access__{n}" for n in ("read_resource", "get_prompt")}
+        tools = ("list_resources", "read_resource", "list_prompts", "get_prompt")
+        assert {t.name for t in session.hub.tools} >= {f"mcp_access__{n}" for n in tools}
         (listed, readme, note, logo, archive, prompts, prompt, missing, bad, inside, *escapes) = await results(
             runtime, session, calls
         )
@@ -168,7 +169,8 @@ async def test_a_child_granted_one_tool_of_a_server_cannot_read_the_rest_of_it(t
         async with runtime.open_session(tmp_path, turns(attack), child=opening) as child:
             read, ping = await results(runtime, child, attack)
     assert (ping.is_error, ping.content) == (False, "pong")  # the tool it was granted works
-    assert read.is_error and "no server named 'vault'" in read.content and SECRET not in read.content
+    # No server it may read declares resources, so it is not even offered the tool.
+    assert read.is_error and "unknown tool 'mcp_access__read_resource'" in read.content and SECRET not in read.content
 
 
 async def test_a_huge_resource_is_cut_and_says_so(tmp_path: Path) -> None:
@@ -211,14 +213,22 @@ async def test_an_unknown_server_is_named_with_the_known_ones_and_a_server_witho
     assert no_prompts.is_error and "server 'bare' offers no prompts" in no_prompts.content
 
 
-async def test_sessions_without_other_enabled_servers_get_no_access_tools(tmp_path: Path) -> None:
-    disabled = replace(resource_server("docs"), disabled=True)
+@pytest.mark.parametrize(
+    "servers",
+    [
+        pytest.param([replace(resource_server("docs"), disabled=True)], id="disabled"),
+        pytest.param([resource_server("bare", TEST_SERVER_BARE="1")], id="tools-only"),
+    ],
+)
+async def test_sessions_whose_servers_have_no_resources_or_prompts_get_no_access_tools(
+    tmp_path: Path, servers: list[ServerConfig]
+) -> None:
     async with (
-        embedded_runtime(tmp_path / "home", [disabled]) as runtime,
+        embedded_runtime(tmp_path / "home", servers) as runtime,
         runtime.open_session(tmp_path, ScriptedModel.from_turns([])) as session,
     ):
         assert not any(t.server == mcp_access.NAME for t in session.hub.tools)
-        assert session.hub.tools  # Loom's own are there
+        assert session.hub.tools  # Loom's own are there (and the tools-only server's)
 
 
 def test_preparing_the_server_for_a_session_costs_microseconds_and_builds_no_schema() -> None:
