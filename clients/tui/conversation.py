@@ -18,6 +18,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widget import Widget
 
+from clients.cli.render import question_line
 from clients.server_rows import server_event_line
 from clients.tui.approval_card import ApprovalCard
 from clients.tui.assistant_text import AssistantText
@@ -43,6 +44,8 @@ from orchestrator.events import (
     Notice,
     OrchestrationFinished,
     OrchestrationStarted,
+    QuestionAnswered,
+    QuestionAsked,
     RunFinished,
     RunQueued,
     RunResumed,
@@ -380,6 +383,8 @@ class Conversation(BlockWindow, can_focus=True):
             line = server_event_line(event)
             if line is not None:
                 self._add_notice(*line)
+        elif isinstance(event, QuestionAsked | QuestionAnswered):  # a server's question, and how to answer it
+            self._add_notice(question_line(event), "warning" if isinstance(event, QuestionAsked) else "info")
         elif isinstance(event, SessionCreated) and event.parent_session_id:
             agent = f" as '{clean_title(event.agent)}'" if event.agent else ""
             self._add_notice(f"a child session of {event.parent_session_id}{agent} (Ctrl+B opens the parent)")

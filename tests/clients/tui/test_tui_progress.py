@@ -1,4 +1,4 @@
-"""A tool call's progress in the TUI: its block's status says how far the server got, until the call ends.
+"""A tool call's progress in the TUI (its block says how far the server got, until the call ends), and questions.
 
 Fed fixed events (as the daemon's stream carries them, progress live only), without a daemon.
 """
@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import pytest
 from rich.text import Text
+from textual.widget import Widget
 
-from clients.tui.tool_block import ToolBlock
-from orchestrator.events import ToolProgress
+from clients.tui.notice_line import NoticeLine
+from orchestrator.events import QuestionAnswered, QuestionAsked, ToolProgress
 from orchestrator.messages import ToolUseBlock
 from tests.clients.tui.scenes import SESSION, ConversationApp, assistant, finished, settle, started, user
 
@@ -18,10 +19,15 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 SLOW = ToolUseBlock(id="c_slow", name="asking__slow", input={"steps": 12})
 
 
-def shown(block: ToolBlock) -> str:
+def shown(block: Widget) -> str:
     """The block's text as it is on screen."""
     content = block.render()
     return content.plain if isinstance(content, Text) else str(content)
+
+
+def lines(app: ConversationApp) -> str:
+    """The conversation's notice lines as shown."""
+    return "\n".join(shown(line) for line in app.conversation.query(NoticeLine))
 
 
 def report(progress: float, message: str) -> ToolProgress:
@@ -47,3 +53,20 @@ async def test_a_running_calls_block_shows_the_servers_latest_progress_and_drops
         app.conversation.show(report(9, "late"))  # a report after the end (a slow page) changes nothing
         await pilot.pause()
         assert "9/12" not in shown(block)
+
+
+async def test_a_servers_question_shows_as_a_line_saying_how_to_answer_it_then_how_it_was_answered() -> None:
+    asked = QuestionAsked(session_id=SESSION, run_id="r_1", question_id="q_1", server="crm", message="Who?\x1b[2J",
+                          requested_schema={"properties": {"name": {"type": "string"}}})  # fmt: skip
+    answered = QuestionAnswered(session_id=SESSION, run_id="r_1", question_id="q_1", action="decline",
+                                answered_by="mcp:claude-code")  # fmt: skip
+    app = ConversationApp([user("r_1", "go"), asked])
+    async with app.run_test(size=(200, 30)) as pilot:
+        await settle(pilot)
+        text = lines(app)
+        assert "crm asks: Who?" in text and "(fields: name)" in text and "loom answer q_1 accept" in text
+        assert "\x1b" not in text
+        app.conversation.show(answered)
+        await pilot.pause()
+        text = lines(app)
+        assert "question q_1 declined by mcp:claude-code" in text
