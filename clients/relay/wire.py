@@ -16,7 +16,15 @@ DRIVING_CLIENT_META = "loom/driving-client"
 VERSION_META = "io.modelcontextprotocol/protocolVersion"
 CLIENT_INFO_META = "io.modelcontextprotocol/clientInfo"
 CLIENT_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
-NAME_PARAMS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+NAME_PARAMS = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    # The tasks extension (SEP-2663) names the task a request is about, as the core methods name their target.
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
 """Methods whose 2026-07-28 POST names its target in ``Mcp-Name``, and the parameter that holds it."""
 READ_TIMEOUT_S = 300.0
 """No call waits longer (the face's longest long-poll is 60 s)."""
