@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from mcp import Client
+from mcp.shared.dispatcher import ProgressFnT
 
 from benchmarks._report import Figure, fmt_time, median, paired_ratio
 from benchmarks.calls import build_bench_server, raw_call_times
@@ -228,11 +229,13 @@ class TimingHub(Hub):
         finally:
             self.check_s.append(time.perf_counter() - started)
 
-    async def dispatch(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+    async def dispatch(
+        self, name: str, arguments: dict[str, Any], *, progress: ProgressFnT | None = None
+    ) -> ToolOutcome:
         """Time and forward."""
         started = time.perf_counter()
         try:
-            return await super().dispatch(name, arguments)
+            return await super().dispatch(name, arguments, progress=progress)
         finally:
             self.dispatch_s.append(time.perf_counter() - started)
 
