@@ -38,6 +38,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from orchestrator.home import loom_home
+
+# The hub's own list (names.py imports nothing of Loom's, so no cycle): a second list here drifted once already.
+from orchestrator.hub.names import BUILT_IN_SERVERS, sanitize
 from orchestrator.models.profiles import ProfileSettings
 
 __all__ = [
@@ -67,10 +70,6 @@ DEFAULT_HEALTH_TIMEOUT_S = 10.0
 Transport = Literal["stdio", "http", "sse"]
 """How an external server is reached: a child process, streamable HTTP, or the legacy HTTP+SSE transport."""
 _TYPES: dict[str, Transport] = {"stdio": "stdio", "http": "http", "streamable-http": "http", "sse": "sse"}
-
-
-BUILT_IN_SERVERS = frozenset({"fs", "shell", "memory", "loom"})
-"""Server names every session's hub already uses; a configured server cannot take one."""
 
 
 class ConfigError(Exception):
@@ -313,11 +312,16 @@ def parse_config(text: str, path: Path) -> LoomConfig:
     servers_raw = data.get("mcpServers", {})
     if not isinstance(servers_raw, dict):
         raise ConfigError(f"{path}: 'mcpServers' must be an object mapping names to servers")
-    taken = sorted(BUILT_IN_SERVERS & set(servers_raw))
+    # Any spelling that sanitises to a built-in's name would share its tools' namespace (``mcp.access__*``
+    # is ``mcp_access__*``), which the hub refuses later with less to go on; refuse it here, naming the file.
+    taken = sorted(str(name) for name in servers_raw if sanitize(str(name)) in BUILT_IN_SERVERS)
     if taken:
+        name = taken[0]
+        builtin = sanitize(name)
+        spelled = "" if builtin == name else f" (as a tool name it is spelled {builtin!r})"
         raise ConfigError(
-            f"{path}: mcpServers.{taken[0]}: the name {taken[0]!r} is taken by Loom's built-in server "
-            f"(built-in: {', '.join(sorted(BUILT_IN_SERVERS))}); give this server another name"
+            f"{path}: mcpServers.{name}: the name {name!r}{spelled} is taken by Loom's built-in server "
+            f"{builtin!r} (built-in: {', '.join(sorted(BUILT_IN_SERVERS))}); rename this entry in {path}"
         )
     servers = tuple(parse_server(str(name), raw, str(path)) for name, raw in servers_raw.items())
     tool_timeouts_s = _timeouts(data.get("toolTimeouts"), f"{path}: toolTimeouts")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.config import ConfigError, ShellOptions, load_config, load_config_file
+from orchestrator.config import BUILT_IN_SERVERS, ConfigError, ShellOptions, load_config, load_config_file
 from orchestrator.trust import read_project, trust
 
 
@@ -188,3 +188,31 @@ def test_a_configured_server_cannot_take_a_built_in_name(tmp_path: Path) -> None
     config.write_text(json.dumps({"mcpServers": {"memory": {"command": "memory-server"}}}))
     with pytest.raises(ConfigError, match=r"mcpServers.memory: the name 'memory' is taken by Loom's built-in server"):
         load_config_file(config)
+
+
+@pytest.mark.parametrize(
+    ("name", "builtin"),
+    [
+        *((name, name) for name in sorted(BUILT_IN_SERVERS)),
+        ("mcp.access", "mcp_access"),  # the tool names would be mcp_access__*: the same namespace
+        ("sub agents", "sub_agents"),
+    ],
+)
+def test_every_built_in_name_is_refused_at_load_time_naming_the_file(tmp_path: Path, name: str, builtin: str) -> None:
+    config = write(tmp_path / "config.json", {"mcpServers": {"ok": {"command": "x"}, name: {"command": "x"}}})
+    if builtin not in BUILT_IN_SERVERS:  # a near miss is just another name
+        assert [s.name for s in load_config_file(config).servers] == ["ok", name]
+        return
+    with pytest.raises(ConfigError) as err:
+        load_config_file(config)
+    message = str(err.value)
+    assert message.startswith(f"{config}: mcpServers.{name}: ")
+    assert f"taken by Loom's built-in server {builtin!r}" in message
+    assert f"rename this entry in {config}" in message
+
+
+def test_the_config_refuses_every_name_the_hub_reserves() -> None:
+    from orchestrator.hub import names
+
+    assert {"subagents", "checkpoints", "mcp_access"} <= BUILT_IN_SERVERS
+    assert BUILT_IN_SERVERS is names.BUILT_IN_SERVERS
