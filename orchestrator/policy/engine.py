@@ -24,7 +24,7 @@ Order of precedence, in every mode:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from orchestrator.hub.names import DELEGATING_SERVER, server_of
@@ -34,6 +34,7 @@ from orchestrator.policy.programs import resolve as resolve_command
 from orchestrator.policy.protected import Protected
 from orchestrator.policy.risky import Finding, findings
 from orchestrator.policy.rules import Rule, matching
+from orchestrator.policy.server_reads import read_of
 from orchestrator.policy.shellwords import CommandLine, SimpleCommand, parse
 
 if TYPE_CHECKING:  # annotations only: importing the MCP SDK costs ~0.6 s, which rule parsing must not pay
@@ -245,6 +246,9 @@ def _shown(path: str, protected: Protected) -> str:
     return path
 
 
+_RANK: dict[Verdict, int] = {"allow": 0, "ask": 1, "deny": 2}
+
+
 def decide(
     mode: str,
     tool_name: str,
@@ -255,6 +259,9 @@ def decide(
     protected: Protected | None = None,
 ) -> Decision:
     """Decide whether a tool call may run.
+
+    An ``mcp_access`` call that names a server is also decided as a read-only tool of that server, and the
+    stricter verdict wins, so a person's rules for the server hold for reading it (:mod:`.server_reads`).
 
     Args:
         mode: The session's mode: ``ask``, ``accept-edits``, ``plan`` or ``bypass``.
@@ -273,6 +280,28 @@ def decide(
     Raises:
         ValueError: ``mode`` is not a known mode.
     """
+    decision = _decide(mode, tool_name, annotations, arguments, rules, cwd, protected)
+    read = read_of(tool_name, arguments)
+    if read is None or decision.verdict == "deny":
+        return decision
+    if read.refused:
+        return Decision("deny", f"denied by policy: {read.refused}")
+    theirs = _decide(mode, read.tool_name, annotations, read.arguments, rules, cwd, protected)
+    if _RANK[theirs.verdict] <= _RANK[decision.verdict]:
+        return decision
+    return replace(theirs, reason=f"reading server {read.server!r} through {tool_name}: {theirs.reason}")
+
+
+def _decide(
+    mode: str,
+    tool_name: str,
+    annotations: mt.ToolAnnotations | None,
+    arguments: Mapping[str, Any],
+    rules: Sequence[Rule],
+    cwd: str,
+    protected: Protected | None,
+) -> Decision:
+    """`decide` for the call as named, without what it reads through ``mcp_access``."""
     if mode not in MODES:
         raise ValueError(f"unknown policy mode {mode!r}; expected one of {', '.join(MODES)}")
     command = arguments.get("command")
