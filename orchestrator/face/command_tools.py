@@ -19,6 +19,7 @@ from mcp.types import ToolAnnotations
 from orchestrator.context.instructions import project_root
 from orchestrator.context.skills import find_skills
 from orchestrator.events import ModeChanged
+from orchestrator.face.caller import client_of
 from orchestrator.policy import MODES
 from orchestrator.policy.narrowing import NarrowingError
 from orchestrator.protocol_commands import ModeInfo, SkillInfo, SkillList
@@ -52,9 +53,7 @@ def add_command_tools(face: MCPServer, host: SessionHost) -> None:
         previous = session.approvals.mode
         if previous == mode:
             return ModeInfo(session_id=session_id, mode=mode, previous=previous, changed=False)
-        from orchestrator.face.server import _client_name  # the module that registers these tools
-
-        who = changed_by[:200] or _client_name(ctx)
+        who = changed_by[:200] or client_of(ctx)
         try:
             bounds = session.approvals.bounds.with_mode(mode)  # a child may not be freer than its parent
         except NarrowingError as exc:

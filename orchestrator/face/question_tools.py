@@ -13,7 +13,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
-from orchestrator.protocol import DRIVING_CLIENT_META
+from orchestrator.face.caller import client_of
 from orchestrator.protocol_questions import QuestionInfo, QuestionList
 from orchestrator.runtime.host import SessionHost
 from orchestrator.runtime.questions import PendingQuestion, QuestionError
@@ -66,15 +66,6 @@ def add_question_tools(face: MCPServer, host: SessionHost) -> None:
         refused with the reason, and the question stays open.
         """
         try:
-            return question_info(await desk.answer(question_id, action, content, answered_by or _client_name(ctx)))
+            return question_info(await desk.answer(question_id, action, content, answered_by or client_of(ctx)))
         except QuestionError as exc:
             raise ToolError(str(exc)) from exc
-
-
-def _client_name(ctx: Context) -> str:
-    # As decide_approval names who decided: through `loom mcp`, the client it relays for.
-    relayed = (ctx.request_context.meta or {}).get(DRIVING_CLIENT_META)
-    params = getattr(ctx.session, "client_params", None)
-    info = getattr(params, "client_info", None)
-    name = relayed if isinstance(relayed, str) and relayed else getattr(info, "name", None)
-    return f"mcp:{name[:200]}" if isinstance(name, str) and name else "mcp-client"

@@ -25,6 +25,7 @@ from pydantic import Field
 
 from orchestrator.config import ADVISOR_MODES
 from orchestrator.events import Event
+from orchestrator.face.caller import client_of
 from orchestrator.face.command_tools import add_command_tools
 from orchestrator.face.context_tools import add_context_tools
 from orchestrator.face.features import FaceServer
@@ -40,7 +41,6 @@ from orchestrator.face.tasks import RunTasks
 from orchestrator.loop.approvals import PendingApproval
 from orchestrator.models import ModelSpecError
 from orchestrator.protocol import (
-    DRIVING_CLIENT_META,
     MAX_RUN_S,
     MAX_SEQ,
     MAX_WAIT_S,
@@ -356,7 +356,7 @@ def build_face(host: SessionHost) -> MCPServer:
         decision: 'approve_once', 'approve_session' (this tool for the rest of the session) or 'deny'
         (the reason is shown to the model).
         """
-        who = decided_by or _client_name(ctx)
+        who = decided_by or client_of(ctx)
         with _tool_errors():
             return _approval(await host.decide(approval_id, decision, reason, who))
 
@@ -376,7 +376,12 @@ def build_face(host: SessionHost) -> MCPServer:
             if not isinstance(answer, AcceptedElicitation):
                 return _approval(host.pending_approval(approval_id))
             return _approval(
-                await host.decide(approval_id, answer.data.decision, answer.data.reason, _client_name(ctx))
+                await host.decide(
+                    approval_id,
+                    answer.data.decision,
+                    answer.data.reason,
+                    client_of(ctx),
+                )
             )
 
     # The resolver is a closure over ``host``; with postponed annotations a string could not name it, so
@@ -400,15 +405,6 @@ def _tool_errors() -> Iterator[None]:
         yield
     except (HostError, ModelSpecError) as exc:
         raise ToolError(str(exc)) from exc
-
-
-def _client_name(ctx: Context) -> str:
-    # Through `loom mcp` attached to the daemon, the client is `loom mcp`; it names the one driving it.
-    relayed = (ctx.request_context.meta or {}).get(DRIVING_CLIENT_META)
-    params = getattr(ctx.session, "client_params", None)
-    info = getattr(params, "client_info", None)
-    name = relayed if isinstance(relayed, str) and relayed else getattr(info, "name", None)
-    return f"mcp:{name[:200]}" if isinstance(name, str) and name else "mcp-client"
 
 
 async def _run_events_since(host: SessionHost, session_id: str, run_id: str, after_seq: int) -> list[Event]:

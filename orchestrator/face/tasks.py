@@ -43,8 +43,9 @@ from pydantic import Field, ValidationError
 
 from orchestrator.agents.report import Report
 from orchestrator.events import OrchestrationStarted
+from orchestrator.face.caller import caller_name
 from orchestrator.loop.approvals import PendingApproval
-from orchestrator.protocol import DRIVING_CLIENT_META, ApprovalAnswer, RunInfo
+from orchestrator.protocol import ApprovalAnswer, RunInfo
 from orchestrator.runtime.host import HostError, SessionHost
 
 __all__ = ["IDENTIFIER", "KEY_FILE", "RunTasks", "TaskIds"]
@@ -218,7 +219,7 @@ class RunTasks(Extension):
         subject = await self._subject(params.task_id)
         # Only what this task waits for may be answered through it; other keys are ignored, as the spec says.
         outstanding = {p.approval_id: p for p in self._waiting(subject)}
-        who = _client_name(ctx)
+        who = caller_name(ctx.meta, ctx.session)
         # Every answer is checked before any is applied: a malformed one refuses the whole update.
         answers = {key: _decision(key, r, who) for key, r in params.input_responses.items() if key in outstanding}
         for key, (decision, reason) in answers.items():
@@ -391,11 +392,3 @@ def _tool_result(info: RunInfo | Report) -> dict[str, Any]:
 def _iso(ts: float) -> str:
     # One width always (a whole second would otherwise drop its fraction), so the strings also sort as times.
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _client_name(ctx: ServerRequestContext[Any, Any]) -> str:
-    # As decide_approval names the decider: the client relayed by `loom mcp`, else the one calling.
-    relayed = (ctx.meta or {}).get(DRIVING_CLIENT_META)
-    params = ctx.session.client_params
-    name = relayed if isinstance(relayed, str) and relayed else params.client_info.name if params else None
-    return f"mcp:{name[:200]}" if isinstance(name, str) and name else "mcp-client"
