@@ -28,6 +28,7 @@ from clients.tui.children import Children
 from clients.tui.entry import Entry
 from clients.tui.graph_view import GraphBlock, Graphs
 from clients.tui.notice_line import NoticeLine
+from clients.tui.question_card import QuestionCard
 from clients.tui.tool_block import ToolBlock
 from clients.tui.user_message import UserMessageBlock
 from orchestrator.events import (
@@ -110,6 +111,8 @@ class Conversation(BlockWindow, can_focus=True):
         """The blocks of the children's runs, and which approvals are a child's."""
         self._graphs = Graphs()
         """The orchestrations' task graphs."""
+        self._questions: dict[str, Entry[QuestionCard]] = {}
+        """question_id -> its card (a server's question; the card becomes a line once answered)."""
 
     # -- what the app and the tests read ------------------------------------------------------------
 
@@ -129,6 +132,12 @@ class Conversation(BlockWindow, can_focus=True):
         """The card of an approval (None if unknown, or outside the window)."""
         self._flush()
         entry = self._cards.get(approval_id)
+        return entry.widget if entry else None
+
+    def question(self, question_id: str) -> QuestionCard | None:
+        """The card of a server's question (None if unknown, or outside the window)."""
+        self._flush()
+        entry = self._questions.get(question_id)
         return entry.widget if entry else None
 
     def child(self, child_session_id: str) -> ChildBlock | None:
@@ -156,7 +165,7 @@ class Conversation(BlockWindow, can_focus=True):
 
     def clear(self) -> None:
         """Forget everything shown (another session is about to be shown)."""
-        for mapping in (self._texts, self._tools, self._streaming_tools, self._cards, self._queued):
+        for mapping in (self._texts, self._tools, self._streaming_tools, self._cards, self._queued, self._questions):
             mapping.clear()
         self._pending.clear()
         self._card_runs.clear()
@@ -383,11 +392,34 @@ class Conversation(BlockWindow, can_focus=True):
             line = server_event_line(event)
             if line is not None:
                 self._add_notice(*line)
-        elif isinstance(event, QuestionAsked | QuestionAnswered):  # a server's question, and how to answer it
-            self._add_notice(question_line(event), "warning" if isinstance(event, QuestionAsked) else "info")
+        elif isinstance(event, QuestionAsked):
+            self._question(event)
+        elif isinstance(event, QuestionAnswered):
+            answered, entry = event, self._questions.get(event.question_id)
+            if entry is None:  # asked before what this view read: a line says how it ended
+                self._add_notice(question_line(event))
+            else:
+                entry.change(lambda w: w.resolve(answered.action, answered.answered_by, answered.reason))
         elif isinstance(event, SessionCreated) and event.parent_session_id:
             agent = f" as '{clean_title(event.agent)}'" if event.agent else ""
             self._add_notice(f"a child session of {event.parent_session_id}{agent} (Ctrl+B opens the parent)")
+
+    def _question(self, event: QuestionAsked) -> None:
+        asked, agent = event, self._kids.agent(event.child_session_id)
+        entry = Entry(
+            lambda: QuestionCard(
+                question_id=asked.question_id,
+                server=asked.server,
+                message=asked.message,
+                requested_schema=asked.requested_schema,
+                mode=asked.mode,
+                url=asked.url,
+                child_session_id=asked.child_session_id,
+                child_agent=agent,
+            )
+        )
+        self._questions[event.question_id] = entry
+        self._add(entry)
 
     def _add_notice(self, text: str, level: str = "info") -> None:
         self._add(Entry(lambda: NoticeLine(text, level=level)))

@@ -55,7 +55,7 @@ async def test_a_running_calls_block_shows_the_servers_latest_progress_and_drops
         assert "9/12" not in shown(block)
 
 
-async def test_a_servers_question_shows_as_a_line_saying_how_to_answer_it_then_how_it_was_answered() -> None:
+async def test_a_servers_question_shows_as_a_card_then_how_it_was_answered() -> None:
     asked = QuestionAsked(session_id=SESSION, run_id="r_1", question_id="q_1", server="crm", message="Who?\x1b[2J",
                           requested_schema={"properties": {"name": {"type": "string"}}})  # fmt: skip
     answered = QuestionAnswered(session_id=SESSION, run_id="r_1", question_id="q_1", action="decline",
@@ -63,10 +63,9 @@ async def test_a_servers_question_shows_as_a_line_saying_how_to_answer_it_then_h
     app = ConversationApp([user("r_1", "go"), asked])
     async with app.run_test(size=(200, 30)) as pilot:
         await settle(pilot)
-        text = lines(app)
-        assert "crm asks: Who?" in text and "(fields: name)" in text and "loom answer q_1 accept" in text
-        assert "\x1b" not in text
+        card = app.conversation.question("q_1")  # a card now (tests/clients/tui/test_question_card.py)
+        assert card is not None and "crm" in card.text and "Who?" in card.text and "name" in card.text
+        assert "\x1b" not in card.text
         app.conversation.show(answered)
         await pilot.pause()
-        text = lines(app)
-        assert "question q_1 declined by mcp:claude-code" in text
+        assert "declined by mcp:claude-code" in card.text
