@@ -40,6 +40,7 @@ from orchestrator.models.profiles import ProfileSettings
 from orchestrator.policy.narrowing import Bounds
 from orchestrator.policy.protected import Protected
 from orchestrator.policy.rules import Rule
+from orchestrator.policy.server_reads import listing_gate
 from orchestrator.runtime.lineage import Lineage
 from orchestrator.runtime.owner import owner_alive
 from orchestrator.runtime.questions import QuestionDesk
@@ -270,7 +271,8 @@ class Runtime:
             client_hooks=hooks,
         )
         if access is not None:
-            access.bind(hub, sees=sees, own=frozenset(internal))
+            levels = [level.rules for level in bounds.chain] if bounds is not None else [rules]
+            access.bind(hub, sees=sees, own=frozenset(internal), gate=listing_gate(levels, str(cwd)))
         async with hub:
             session = Session(
                 session_id,

@@ -9,6 +9,11 @@ Which servers may be read is the session's to say (`Access.bind`'s ``sees``, a c
 server's resources and prompts are as much of it as all its tools together, so a child reads them only where its
 bounds would let it use every tool that server could have (``github__*`` or ``*``, not ``github__get_issue``). The
 others are answered as if they did not exist, so a child learns nothing of servers its parent kept from it.
+
+A person's rules for a server hold here too (`orchestrator.policy.server_reads`): a call naming a server is decided
+by the policy as a read of that server, before it arrives; a listing of every server is not, so it leaves out each
+server that ``gate`` (given by `Access.bind`) says reading would not simply be allowed, and says which: naming one
+is then decided (denied, or asked about) like any read.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from servers._tools import Binding, DeferredServer
 from servers._version import loom_version
 from servers.mcp_access._render import prompt_blocks, prompts_text, resource_blocks, resources_text
 
-__all__ = ["NAME", "AccessServer", "Peers", "prepare_server"]
+__all__ = ["NAME", "AccessServer", "Gate", "Peers", "prepare_server"]
 
 NAME = "mcp_access"
 """The server's name: one of Loom's reserved built-in names."""
@@ -38,6 +43,8 @@ REQUEST_TIMEOUT_S = 60.0
 """How long one request to another server may take before the model is told it timed out."""
 _READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hint=False, open_world_hint=True)
 _T = TypeVar("_T")
+Gate = Callable[[str], tuple[str, str]]
+"""A server's raw name -> the policy's verdict on reading it (``allow``, ``ask``, ``deny``) and the reason."""
 _NO_ARGUMENTS: dict[str, str] = Field(default_factory=dict)
 
 
@@ -70,9 +77,15 @@ class Access:
         self._peers: Peers | None = None
         self._sees: Callable[[str], bool] | None = None
         self._own: frozenset[str] = frozenset()
+        self._gate: Gate | None = None
 
     def bind(
-        self, peers: Peers, *, sees: Callable[[str], bool] | None = None, own: frozenset[str] = frozenset()
+        self,
+        peers: Peers,
+        *,
+        sees: Callable[[str], bool] | None = None,
+        own: frozenset[str] = frozenset(),
+        gate: Gate | None = None,
     ) -> None:
         """Reach ``peers``.
 
@@ -83,8 +96,10 @@ class Access:
                 name of the server matches that name too, a single tool's name does not.
             own: Loom's built-in servers: they may be named, but listing every server leaves them out, since
                 whatever they offer their tools give already (and listing them would start each one).
+            gate: The session's policy on reading a server (`orchestrator.policy.server_reads.listing_gate`); a
+                listing of every server leaves out those it does not allow. None: every server is listed.
         """
-        self._peers, self._sees, self._own = peers, sees, own
+        self._peers, self._sees, self._own, self._gate = peers, sees, own, gate
 
     def visible(self, sees: Callable[[str], bool] | None) -> Callable[[str], bool]:
         """``sees`` (the session's tool visibility; None: every tool), less this server's tools no server answers.
@@ -149,9 +164,24 @@ class Access:
             raise ToolError(f"server {server!r} offers no {kind} (it does not declare the {kind} capability){hint}")
         return client
 
+    def _withheld(self) -> dict[str, str]:
+        """Listable servers the policy would not simply let be read, with why (for a listing of every server)."""
+        gate = self._gate
+        if gate is None:
+            return {}
+        withheld: dict[str, str] = {}
+        for name in self._listable():
+            verdict, reason = gate(name)
+            if verdict == "deny":
+                withheld[name] = f"{name!r} ({reason})"
+            elif verdict != "allow":  # ask, or anything unknown: a person decides, when it is named
+                withheld[name] = f"{name!r} (a person is asked before it is read: {reason}; name it to list it)"
+        return withheld
+
     async def _declaring(self, kind: str) -> list[str]:
-        """Readable servers (Loom's own left out) that declare ``kind``, among those already reachable."""
-        names = [name for name in self._readable() if name not in self._own]
+        """Readable servers (Loom's own and those the policy withholds left out) that declare ``kind``."""
+        withheld = self._withheld()
+        names = [name for name in self._listable() if name not in withheld]
         declares = dict.fromkeys(names, False)
 
         async def probe(name: str) -> None:
@@ -189,15 +219,18 @@ class Access:
 
     async def _every(self, kind: str, page: Callable[[str], Awaitable[str]]) -> mt.CallToolResult:
         servers = await self._declaring(kind)
+        # Named, not hidden: the model knows these servers from their tools, and is told how to reach them.
+        left_out = list(self._withheld().values())
+        note = "Left out of this listing by the session's policy: " + "; ".join(left_out) if left_out else ""
         if not servers:
-            return _text(f"No server of this session offers {kind}.")
+            return _text("\n\n".join(filter(None, [f"No server of this session offers {kind}.", note])))
         texts: list[str] = []
         for name in servers:
             try:
                 texts.append(await page(name))
             except ToolError as exc:
                 texts.append(str(exc))
-        return _text("\n\n".join(texts))
+        return _text("\n\n".join(filter(None, [*texts, note])))
 
     async def read_resource(self, server: _Server, uri: str) -> mt.CallToolResult:
         """Read a server's resource by URI (a listed one, or a template filled in)."""
@@ -265,10 +298,15 @@ class AccessServer(DeferredServer):
         self._access = access
 
     def bind(
-        self, peers: Peers, *, sees: Callable[[str], bool] | None = None, own: frozenset[str] = frozenset()
+        self,
+        peers: Peers,
+        *,
+        sees: Callable[[str], bool] | None = None,
+        own: frozenset[str] = frozenset(),
+        gate: Gate | None = None,
     ) -> None:
         """Reach the session's servers through ``peers`` (see `Access.bind`)."""
-        self._access.bind(peers, sees=sees, own=own)
+        self._access.bind(peers, sees=sees, own=own, gate=gate)
 
     def visible(self, sees: Callable[[str], bool] | None) -> Callable[[str], bool]:
         """The hub's ``visible`` for this session (see `Access.visible`)."""

@@ -13,12 +13,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from orchestrator.config import ServerConfig
-from orchestrator.events import ToolCallFinished
+from orchestrator.events import ApprovalRequested, ToolCallFinished
+from orchestrator.loop.approvals import Decision as ApprovalDecision
 from orchestrator.models.scripted import ScriptedModel
 from orchestrator.policy.narrowing import ChildRequest
+from orchestrator.policy.rules import Rule
 from orchestrator.runtime.embedded import embedded_runtime
 from orchestrator.runtime.lineage import Lineage
 from orchestrator.runtime.runtime import ChildOpening, Runtime
@@ -237,3 +240,108 @@ def test_preparing_the_server_for_a_session_costs_microseconds_and_builds_no_sch
     per_session = min(timeit.repeat(mcp_access.prepare_server, number=1000, repeat=3)) / 1000
     assert template_count() == templates
     assert per_session < 200e-6, per_session
+
+
+# --- a person's rules for a server hold for reading it (orchestrator/policy/server_reads.py) ----------------------
+
+
+async def test_a_deny_rule_on_a_server_denies_reading_it_however_the_call_is_spelled(tmp_path: Path) -> None:
+    servers = [resource_server("docs", TEST_SERVER_SECRET=SECRET), resource_server("wiki")]
+    attack = [
+        call("read_resource", server="docs", uri="docs://secret"),
+        call("get_prompt", server="docs", name="review", arguments={"code": "x"}),
+        call("list_resources", server="docs"),
+        call("list_resources"),  # every server: docs is left out, and named as left out
+        call("list_prompts"),
+        *(call("read_resource", server=spelled, uri="docs://secret") for spelled in ("DOCS", " docs", "docs ")),
+        call("read_resource", server="wiki", uri="docs://readme"),  # another server is not touched
+    ]
+    rules = [Rule("deny", "docs__*", source="policy.toml: rules[0]")]
+    async with (
+        embedded_runtime(tmp_path / "home", servers) as runtime,
+        runtime.open_session(tmp_path, turns(attack), mode="bypass", rules=rules) as session,
+    ):
+        read, prompt, listed, every, prompts, *spelled, other = await results(runtime, session, attack)
+        events = await runtime.log.store.read_events(session.id)
+    for denied in (read, prompt, listed):
+        assert denied.is_error, denied
+        assert "reading server 'docs'" in denied.content
+        assert "denied by policy rule: deny docs__* (policy.toml: rules[0])" in denied.content
+    for listing in (every, prompts):
+        assert not listing.is_error and "of wiki:" in listing.content  # wiki's own URIs are docs://, as docs' are
+        assert "Resources of docs" not in listing.content and "Prompts of docs" not in listing.content
+        assert "Left out of this listing by the session's policy: 'docs' (" in listing.content
+    upper, leading, trailing = spelled
+    for refused in (upper, leading):  # not docs' spelling, so not its rule either, and no server of that name
+        assert refused.is_error and "no server named" in refused.content
+    # "docs " is spelled docs_ in tool names, which docs__* covers: denied before the server is even looked up.
+    assert trailing.is_error and "deny docs__*" in trailing.content
+    assert (other.is_error, other.content) == (False, "# wiki\nThe readme of wiki.")
+    assert not any(SECRET in e.model_dump_json() for e in events)
+
+
+async def test_a_rule_on_one_tool_of_a_server_does_not_keep_its_resources_from_the_model(tmp_path: Path) -> None:
+    reads = [call("read_resource", server="docs", uri="docs://readme"), call("list_resources")]
+    async with (
+        embedded_runtime(tmp_path / "home", [resource_server("docs")]) as runtime,
+        runtime.open_session(tmp_path, turns(reads), rules=[Rule("deny", "docs__ping")], headless=True) as session,
+    ):
+        read, every = await results(runtime, session, reads)
+    assert (read.is_error, read.content) == (False, "# docs\nThe readme of docs.")
+    assert "docs://readme" in every.content and "Left out" not in every.content
+
+
+async def test_an_ask_rule_on_a_server_makes_reading_it_an_approval_a_person_answers(tmp_path: Path) -> None:
+    reads = [
+        call("read_resource", server="docs", uri="docs://readme"),
+        call("list_resources"),
+        call("read_resource", server="docs", uri="docs://secret"),
+    ]
+    rules = [Rule("ask", "docs__*")]
+    async with (
+        embedded_runtime(tmp_path / "home", [resource_server("docs", TEST_SERVER_SECRET=SECRET)]) as runtime,
+        runtime.open_session(tmp_path, turns(reads), mode="accept-edits", rules=rules) as session,
+    ):
+        approvals = session.approvals
+        answers: list[tuple[ApprovalDecision, str]] = [("approve_once", ""), ("deny", "not the secret")]
+        reasons: list[str] = []
+
+        async def answer() -> None:
+            answered: set[str] = set()
+            for decision, why in answers:
+                with anyio.fail_after(20):
+                    while True:  # the loop has no event for a new approval; poll, bounded
+                        waiting = [p for p in approvals.pending.values() if p.approval_id not in answered]
+                        if waiting:
+                            break
+                        await anyio.sleep(0.01)
+                (pending,) = waiting
+                answered.add(pending.approval_id)
+                reasons.append(pending.reason)
+                await approvals.decide(pending.approval_id, decision, why, "test")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(answer)
+            read, every, secret = await results(runtime, session, reads)
+        events = await runtime.log.store.read_events(session.id)
+    asked = [e for e in events if isinstance(e, ApprovalRequested)]
+    assert [e.tool for e in asked] == ["mcp_access__read_resource"] * 2  # the listing of every server asked nothing
+    assert all("reading server 'docs'" in r and "policy rule says to ask: ask docs__*" in r for r in reasons)
+    assert (read.is_error, read.content) == (False, "# docs\nThe readme of docs.")
+    assert "docs://readme" not in every.content and "a person is asked before it is read" in every.content
+    assert secret.is_error and "not the secret" in secret.content and SECRET not in secret.content
+
+
+async def test_a_child_cannot_read_a_server_its_parent_s_rules_deny(tmp_path: Path) -> None:
+    attack = [call("read_resource", server="docs", uri="docs://secret"), call("list_resources")]
+    servers = [resource_server("docs", TEST_SERVER_SECRET=SECRET), resource_server("wiki")]
+    async with (
+        embedded_runtime(tmp_path / "home", servers) as runtime,
+        runtime.open_session(tmp_path, ScriptedModel.from_turns([]), rules=[Rule("deny", "docs__*")]) as parent,
+    ):
+        bounds = parent.approvals.bounds.narrow(ChildRequest("child 'reader'", mode="plan"))
+        opening = ChildOpening(bounds, Lineage(parent_session_id=parent.id, ancestors=(parent.id,)))
+        async with runtime.open_session(tmp_path, turns(attack), child=opening) as child:
+            read, every = await results(runtime, child, attack)
+    assert read.is_error and "deny docs__*" in read.content and SECRET not in read.content
+    assert "Resources of wiki" in every.content and "Resources of docs" not in every.content
