@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -97,6 +98,11 @@ class RequestGate:
 
         async def tracking_send(message: Message) -> None:
             nonlocal started, complete
+            if complete:
+                # The SDK's transport answers a message posted to a session that has just closed (a follower's late
+                # notifications/cancelled) with an error response after its 202; the client has its answer already,
+                # and uvicorn would log the second one as "Exception in ASGI application" with a traceback.
+                return
             if message["type"] == "http.response.start":
                 started = True
             elif message["type"] == "http.response.body" and not message.get("more_body", False):
@@ -107,6 +113,12 @@ class RequestGate:
             self._in_flight.add(cancel)
             try:
                 await self.app(scope, receive, tracking_send)
+            except anyio.ClosedResourceError:
+                # The same late message: after answering, the SDK hands the error to the closed session's stream,
+                # which raises again. The request was answered; anything else is a fault to report.
+                if not complete:
+                    raise
+                _log.debug("a message arrived after its session closed; it was answered and dropped")
             finally:
                 self._in_flight.discard(cancel)
         if cancel.cancelled_caught:
@@ -119,6 +131,29 @@ class RequestGate:
 async def _shutting_down(scope: Scope, receive: Receive, send: Send) -> None:
     body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32603, "message": "the Loom daemon is shutting down"}}
     await Response(json.dumps(body), status_code=503, media_type="application/json")(scope, receive, send)
+
+
+class LateMessageFilter(logging.Filter):
+    """Demotes the SDK's "Error handling POST request" for a message that arrived after its session closed.
+
+    Under load a client's last notification (a cancel of a follow it no longer needs) can land after the SDK has
+    closed that session's streams; the SDK logs the ``ClosedResourceError`` with a traceback at ERROR, though
+    nothing was lost and the client was answered. It stays in the log at DEBUG, without the traceback.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Lower the record above to DEBUG, kept only where DEBUG is on (handlers do not check loggers' levels)."""
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, anyio.ClosedResourceError):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        record.msg = f"{record.getMessage()}: a message arrived after its session closed"
+        record.args, record.exc_info, record.exc_text = None, None, None
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+_SDK_TRANSPORT_LOG = logging.getLogger("mcp.server.streamable_http")
+_log = logging.getLogger(__name__)
 
 
 def build_app(
@@ -166,6 +201,8 @@ def build_app(
         async with face.session_manager.run():
             yield
 
+    if not any(isinstance(f, LateMessageFilter) for f in _SDK_TRANSPORT_LOG.filters):
+        _SDK_TRANSPORT_LOG.addFilter(LateMessageFilter())
     return Starlette(
         routes=[
             Route("/health", health, methods=["GET"]),

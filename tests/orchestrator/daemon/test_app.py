@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,9 +17,9 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from orchestrator.daemon.app import RequestGate, build_app
+from orchestrator.daemon.app import LateMessageFilter, RequestGate, build_app
 
 pytestmark = pytest.mark.anyio
 
@@ -128,3 +129,72 @@ async def test_closing_the_gate_completes_a_started_stream() -> None:
             await streaming.wait()
             gate.close()
     assert [(r.status_code, r.text) for r in responses] == [(200, "data: one\n\n")]
+
+
+async def test_a_response_sent_after_the_request_was_answered_is_dropped() -> None:
+    # What the SDK's transport does with a message posted to a session that has just closed: it answers 202, then
+    # tries a 500 on the same request. uvicorn raises on the second start and logs it with a traceback.
+    async def late_error(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 202, "headers": []})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        await send({"type": "http.response.start", "status": 500, "headers": []})
+        await send({"type": "http.response.body", "body": b"late", "more_body": False})
+        raise anyio.ClosedResourceError  # then it hands the error to the closed session's stream
+
+    sent: list[Message] = []
+
+    async def strict_send(message: Message) -> None:  # as uvicorn's h11 protocol checks
+        if sent and sent[-1]["type"] == "http.response.body" and not sent[-1].get("more_body", False):
+            raise RuntimeError(f"Unexpected ASGI message {message['type']!r} sent, after response already completed.")
+        sent.append(message)
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    scope: Scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": []}
+    await RequestGate(late_error)(scope, receive, strict_send)
+    assert [m.get("status") for m in sent if m["type"] == "http.response.start"] == [202]
+
+    async def fails_before_answering(scope: Scope, receive: Receive, send: Send) -> None:
+        raise anyio.ClosedResourceError
+
+    with pytest.raises(anyio.ClosedResourceError):  # unanswered, it is a fault: uvicorn answers 500 and logs it
+        await RequestGate(fails_before_answering)(scope, receive, strict_send)
+
+
+def test_the_sdks_late_message_error_is_kept_at_debug_without_its_traceback() -> None:
+    build_app(echo_server(), TOKEN)  # installs the filter on the SDK's transport logger, once
+    sdk_log = logging.getLogger("mcp.server.streamable_http")
+    assert sum(isinstance(f, LateMessageFilter) for f in sdk_log.filters) == 1
+    build_app(echo_server(), TOKEN)
+    assert sum(isinstance(f, LateMessageFilter) for f in sdk_log.filters) == 1
+    seen: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record)
+
+    handler = Keep()
+    sdk_log.addHandler(handler)
+    level = sdk_log.level
+    try:
+        sdk_log.setLevel(logging.INFO)
+        try:
+            raise anyio.ClosedResourceError
+        except anyio.ClosedResourceError:
+            sdk_log.exception("Error handling POST request")
+        try:
+            raise ValueError("a real fault")
+        except ValueError:
+            sdk_log.exception("Error handling POST request")
+        sdk_log.setLevel(logging.DEBUG)
+        try:
+            raise anyio.ClosedResourceError
+        except anyio.ClosedResourceError:
+            sdk_log.exception("Error handling POST request")
+    finally:
+        sdk_log.removeHandler(handler)
+        sdk_log.setLevel(level)
+    # Hidden at INFO; a real fault still an ERROR with its traceback; at DEBUG, shown without one.
+    assert [(r.levelname, r.exc_info is not None) for r in seen] == [("ERROR", True), ("DEBUG", False)]
+    assert "after its session closed" in seen[1].getMessage()
