@@ -8,7 +8,9 @@ the relay passes each message through in the era the caller speaks:
   ``Mcp-Session-Id`` (and negotiated version) every later message carries. The daemon's own questions
   (``elicitation/create`` while ``review_approval`` runs) arrive on the call's SSE stream and go to the
   caller; its answer, a JSON-RPC response on stdin, is POSTed back. When the session is lost (the daemon
-  restarted, or expired it), the caller's ``initialize`` is replayed to open a new one.
+  restarted, or expired it), the caller's ``initialize`` is replayed to open a new one. What the daemon
+  sends outside any request (resource updates, log messages) comes on the session's GET stream, which
+  :mod:`clients.relay.standalone` keeps open and relays.
 - **2026-07-28** (every request carries its version in ``_meta``): each request is one stateless
   exchange, with the ``Mcp-Protocol-Version``/``Mcp-Method``/``Mcp-Name`` headers the HTTP transport
   asks for. A question comes back as an ``input_required`` result, which the caller answers by calling
@@ -32,7 +34,7 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from clients.relay import answers
 from clients.relay.upstream import Abort, Broken, Endpoint, Reply, TimedOut, Unreachable, Upstream
@@ -49,6 +51,9 @@ from clients.relay.wire import (
 )
 from orchestrator.daemon.auth import TokenError, load_token
 from orchestrator.daemon.discovery import Discovery, read_discovery
+
+if TYPE_CHECKING:
+    from clients.relay.standalone import Standalone
 
 logger = logging.getLogger("loom.mcp")
 
@@ -96,6 +101,9 @@ class Relay:
         self._in_flight: dict[str, tuple[Abort, bool]] = {}
         self._stopping = False
         """The daemon answered 503: it is shutting down."""
+        self._standalone: Standalone | None = None
+        """The 2025-era session's GET stream (:mod:`clients.relay.standalone`), once the session is open."""
+        self._closed = False
 
     def serve(self, lines: Iterable[bytes]) -> None:
         """Relay every line until ``lines`` ends (the caller closed stdin); then close the session."""
@@ -110,6 +118,11 @@ class Relay:
         """Cut what is in flight and end the 2025-era session on the daemon (bounded, best effort)."""
         for abort, _ in list(self._in_flight.values()):
             abort()
+        with self._lock:
+            self._closed = True
+            standalone, self._standalone = self._standalone, None
+        if standalone is not None:
+            standalone.stop()
         session = self._session
         if session is not None and session[1] is not None and session[0] == self._found:
             with contextlib.suppress(Exception):
@@ -334,8 +347,21 @@ class Relay:
     def _open_session(self, reply: Reply, seen: list[Message]) -> None:
         result = seen[0].get("result") if seen else None
         version = result.get("protocolVersion") if isinstance(result, dict) else None
+        session = (self._found, reply.session_id, version if isinstance(version, str) else None)
         with self._lock:
-            self._session = (self._found, reply.session_id, version if isinstance(version, str) else None)
+            self._session = session
+            old, self._standalone = self._standalone, None
+        if old is not None:
+            old.stop(wait_s=0)
+        # Imported here, after the handshake's answer went out: what the relay loads before it must stay minimal.
+        from clients.relay.standalone import Standalone
+
+        stream = Standalone(self._upstream, self._session_headers(session), self._write)
+        with self._lock:
+            if self._closed or self._session != session:
+                return  # stdin closed, or another session replaced this one meanwhile
+            self._standalone = stream
+        stream.start()
 
     def _drop_session(self) -> None:
         with self._lock:

@@ -1,9 +1,10 @@
 """Server-sent events, parsed a line at a time so that each message is relayed the moment it arrives.
 
 Only what the daemon's streamable-HTTP face sends is needed: ``data:`` lines (joined by newlines),
-``event:`` (a ``message`` or no name is a JSON-RPC message), and ``id:``/``retry:``/comments, which
-are ignored. Resumption (``Last-Event-ID``) is not used: the 2026-07-28 revision removed it, and a
-broken stream is reported to the caller instead.
+``event:`` (a ``message`` or no name is a JSON-RPC message), ``id:`` (kept by :func:`events_with_ids` for the
+one stream that resumes: a 2025-era session's GET stream, reopened with ``Last-Event-ID``), and ``retry:``
+and comments, which are ignored. A POST's broken stream is not resumed (the 2026-07-28 revision removed
+resumption), it is reported to the caller instead.
 """
 
 from __future__ import annotations
@@ -34,17 +35,29 @@ def events(source: LineSource) -> Iterator[str]:
     Raises:
         EventTooLarge: an event's data is larger than :data:`MAX_EVENT_BYTES`.
     """
+    for data, _ in events_with_ids(source):
+        yield data
+
+
+def events_with_ids(source: LineSource) -> Iterator[tuple[str, str | None]]:
+    """As :func:`events`, each with the stream's last event id so far (the spec's "last event ID buffer").
+
+    Raises:
+        EventTooLarge: an event's data is larger than :data:`MAX_EVENT_BYTES`.
+    """
     data: list[str] = []
     size = 0
     name = ""
+    last_id: str | None = None
     while True:
         raw = source.readline(MAX_EVENT_BYTES + 1)
         if not raw:
             return  # an event not ended by a blank line is incomplete, and dropped (as the spec says)
         line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
         if not line:
-            if data and name in ("", "message"):
-                yield "\n".join(data)
+            # Empty data (a resumable stream's priming event, ``data:`` alone) is no event, as the spec says.
+            if data and data != [""] and name in ("", "message"):
+                yield "\n".join(data), last_id
             data, size, name = [], 0, ""
             continue
         if line.startswith(":"):
@@ -58,3 +71,5 @@ def events(source: LineSource) -> Iterator[str]:
             data.append(value)
         elif field == "event":
             name = value
+        elif field == "id" and "\0" not in value:
+            last_id = value  # an id holding NUL is ignored, as the spec says

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from clients.relay.sse import events
+from clients.relay.sse import events, events_with_ids
 
 LOOPBACK = "127.0.0.1"
 IDLE_S = 2.0
@@ -35,6 +35,8 @@ MAX_BODY_BYTES = 64 * 1024 * 1024
 
 Deliver = Callable[[dict[str, Any]], bool]
 """Called with each message the daemon sends back; returns True for the answer to the request itself."""
+DeliverEvent = Callable[[dict[str, Any], str | None], None]
+"""Called with each message of a GET stream and the stream's last event id so far."""
 
 
 class Unreachable(Exception):
@@ -173,6 +175,49 @@ class Upstream:
         else:
             conn.close()
         return reply
+
+    def get_stream(self, headers: Mapping[str, str], deliver: DeliverEvent, *, abort: Abort, idle_s: float) -> int:
+        """GET the 2025-era session's standalone SSE stream; each message goes to ``deliver`` until it ends.
+
+        Returns the HTTP status once the stream ended (200) or was refused (405: none offered; 404: no such
+        session; 400: a ``Last-Event-ID`` the daemon cannot resume from). The connection is its own, never
+        reused. ``idle_s`` bounds the wait for any line (the daemon sends keep-alive comments meanwhile).
+
+        Raises:
+            Unreachable: nothing listens at the daemon's address.
+            Broken: the stream failed, or carried something that is not a JSON-RPC message.
+            TimedOut: no line came within ``idle_s``.
+        """
+        conn = _Connection(LOOPBACK, self.endpoint.port, timeout=self._connect_timeout_s)
+        try:
+            try:
+                conn.request(
+                    "GET",
+                    self.endpoint.path,
+                    headers={"Accept": "text/event-stream", "Authorization": self._auth, **headers},
+                )
+            except (OSError, http.client.HTTPException) as exc:
+                raise Unreachable(_describe(exc)) from exc
+            abort.attach(conn.sock)
+            try:
+                if conn.sock is not None:
+                    conn.sock.settimeout(idle_s)
+                response = conn.getresponse()
+                kind = (response.getheader("content-type") or "").split(";")[0].strip().lower()
+                if response.status != 200:
+                    response.read(MAX_BODY_BYTES)
+                    return response.status
+                if kind != "text/event-stream":
+                    raise ValueError(f"the daemon answered the GET stream with {kind or 'no content type'}")
+                for data, event_id in events_with_ids(response):
+                    deliver(_message(data.encode()), event_id)
+                return response.status
+            except TimeoutError as exc:
+                raise TimedOut() from exc
+            except (OSError, http.client.HTTPException, ValueError) as exc:
+                raise Broken(_describe(exc)) from exc
+        finally:
+            conn.close()
 
     def delete(self, headers: Mapping[str, str], *, timeout_s: float) -> int:
         """Send ``DELETE`` (ending a 2025-era session); the status.
