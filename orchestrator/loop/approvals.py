@@ -27,6 +27,7 @@ from orchestrator.policy.engine import Mode as PolicyMode
 from orchestrator.policy.narrowing import Bounds
 from orchestrator.policy.protected import Protected
 from orchestrator.policy.rules import Rule
+from orchestrator.policy.server_reads import read_of
 from orchestrator.store.eventlog import EventLog
 
 Mode = Literal["ask", "accept-edits", "plan", "bypass"]
@@ -53,13 +54,23 @@ def headless_denial(tool: str, why: str, *, own_config: bool = False) -> str:
     )
 
 
+def session_key(tool: str, arguments: Mapping[str, Any]) -> str:
+    """What "approve for the session" approves: the tool, or for a read of another server, the tool on that server.
+
+    ``mcp_access__read_resource`` approved for the session while reading ``docs`` must not let it read ``vault``,
+    whose own ask rule made the approval necessary in the first place.
+    """
+    read = read_of(tool, arguments)
+    return f"{tool}@{read.server}" if read is not None and read.server else tool
+
+
 def approved_for_session(events: Iterable[Event]) -> set[str]:
     """The tools approved "for the session" in a session's stored events: remembered across restarts."""
     asked: dict[str, str] = {}
     approved: set[str] = set()
     for event in events:
         if isinstance(event, ApprovalRequested) and not event.child_session_id:  # a child's copy is the child's
-            asked[event.approval_id] = event.tool
+            asked[event.approval_id] = session_key(event.tool, event.arguments)
         elif isinstance(event, ApprovalDecided) and event.decision == "approve_session" and event.approval_id in asked:
             approved.add(asked[event.approval_id])
     return approved
@@ -142,7 +153,7 @@ class Approvals:
         decided, own_config = decision.verdict, decision.protected
         why = "" if decided == "allow" else decision.reason
         # "Approve for the session" approved the tool, not every file: a change to Loom's own config asks each time.
-        if decided == "ask" and tool.name in self.allowed_tools and not own_config:
+        if decided == "ask" and session_key(tool.name, arguments or {}) in self.allowed_tools and not own_config:
             return "allow", ""
         if decided == "ask" and self.headless:
             return "deny", headless_denial(tool.name, why, own_config=own_config)
@@ -197,7 +208,7 @@ class Approvals:
             raise ApprovalError(f"approval {approval_id!r} is not pending (unknown, or already decided)")
         pending.decision, pending.decision_reason, pending.decided_by = decision, reason, decided_by
         if decision == "approve_session":
-            self.allowed_tools.add(pending.tool)
+            self.allowed_tools.add(session_key(pending.tool, pending.arguments))
         await self.log.append(
             ApprovalDecided(
                 session_id=self.session_id,

@@ -19,6 +19,7 @@ import pytest
 from orchestrator.config import ServerConfig
 from orchestrator.events import ApprovalRequested, ToolCallFinished
 from orchestrator.loop.approvals import Decision as ApprovalDecision
+from orchestrator.loop.approvals import approved_for_session
 from orchestrator.models.scripted import ScriptedModel
 from orchestrator.policy.narrowing import ChildRequest
 from orchestrator.policy.rules import Rule
@@ -330,6 +331,47 @@ async def test_an_ask_rule_on_a_server_makes_reading_it_an_approval_a_person_ans
     assert (read.is_error, read.content) == (False, "# docs\nThe readme of docs.")
     assert "docs://readme" not in every.content and "a person is asked before it is read" in every.content
     assert secret.is_error and "not the secret" in secret.content and SECRET not in secret.content
+
+
+async def test_approving_a_read_for_the_session_covers_that_server_only(tmp_path: Path) -> None:
+    # "Approve for the session" on a read of docs must not become a pass for vault, whose own ask rule stands.
+    reads = [
+        call("read_resource", server="docs", uri="docs://readme"),
+        call("read_resource", server="docs", uri="docs://readme"),
+        call("read_resource", server="vault", uri="docs://readme"),
+    ]
+    rules = [Rule("ask", "docs__*"), Rule("ask", "vault__*")]
+    async with (
+        embedded_runtime(tmp_path / "home", [resource_server("docs"), resource_server("vault")]) as runtime,
+        runtime.open_session(tmp_path, turns(reads), mode="accept-edits", rules=rules) as session,
+    ):
+        approvals = session.approvals
+        asked_of: list[str] = []
+
+        async def answer() -> None:
+            answers: list[tuple[ApprovalDecision, str]] = [("approve_session", ""), ("deny", "not the vault")]
+            answered: set[str] = set()
+            for decision, why in answers:
+                with anyio.fail_after(20):
+                    while True:  # the loop has no event for a new approval; poll, bounded
+                        waiting = [p for p in approvals.pending.values() if p.approval_id not in answered]
+                        if waiting:
+                            break
+                        await anyio.sleep(0.01)
+                (pending,) = waiting
+                answered.add(pending.approval_id)
+                asked_of.append(str(pending.arguments["server"]))
+                await approvals.decide(pending.approval_id, decision, why, "test")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(answer)
+            first, again, vault = await results(runtime, session, reads)
+        events = await runtime.log.store.read_events(session.id)
+    assert asked_of == ["docs", "vault"]  # the second read of docs was covered, vault was asked
+    assert not first.is_error and not again.is_error
+    assert vault.is_error and "not the vault" in vault.content
+    # Reopened, the session remembers the approval for docs, and only for docs.
+    assert approved_for_session(events) == {"mcp_access__read_resource@docs"}
 
 
 async def test_a_child_cannot_read_a_server_its_parent_s_rules_deny(tmp_path: Path) -> None:
