@@ -109,7 +109,8 @@ class Standalone:
             return None
         except (Broken, TimedOut) as exc:
             if not self._stopped.is_set():
-                logger.info("the session's standalone stream broke (%s); opening it again", exc or "no keep-alive")
+                why = str(exc) or f"silent for {IDLE_S:g} s"
+                logger.info("the session's standalone stream broke (%s); opening it again", why)
             return relayed
         if status in _ENDS:
             (logger.debug if status == 405 else logger.info)(

@@ -25,12 +25,13 @@ import pytest
 from mcp import Client, MCPDeprecationWarning, StdioServerParameters
 from mcp import types as mt
 from mcp.client.stdio import stdio_client
+from mcp.server.mcpserver import Context, MCPServer
 
 from clients.relay.sse import events_with_ids
 from clients.relay.standalone import Standalone
 from clients.relay.upstream import Endpoint, Upstream
 from tests.clients.cli_support import loom_command, write_script
-from tests.clients.daemon_like import publish
+from tests.clients.daemon_like import daemon_like, publish, static
 from tests.clients.relay_raw import RawRelay, raw_loom_mcp
 from tests.orchestrator.daemon.daemon_process import Daemon, running_daemon
 
@@ -45,7 +46,7 @@ def model(tmp_path: Path, *texts: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def legacy_client(home: Path, cwd: Path, on_message: Any) -> AsyncIterator[Client]:
+async def legacy_client(home: Path, cwd: Path, on_message: Any, **options: Any) -> AsyncIterator[Client]:
     """The SDK's client in the 2025 era over stdio to ``loom mcp`` (attached to the daemon on ``home``)."""
     command = loom_command()
     env = {"LOOM_HOME": str(home), "PATH": os.environ["PATH"]}
@@ -53,7 +54,8 @@ async def legacy_client(home: Path, cwd: Path, on_message: Any) -> AsyncIterator
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     params = StdioServerParameters(command=command[0], args=[*command[1:], "mcp"], env=env, cwd=str(cwd))
     with (cwd / "legacy.stderr").open("w", encoding="utf-8") as errlog:
-        async with Client(stdio_client(params, errlog=errlog), mode="legacy", message_handler=on_message) as client:
+        transport = stdio_client(params, errlog=errlog)
+        async with Client(transport, mode="legacy", message_handler=on_message, **options) as client:
             yield client
 
 
@@ -311,3 +313,46 @@ def test_stopping_cuts_an_open_get_stream_at_once() -> None:
         stopped_s = time.monotonic() - started
     assert relayed == [{"jsonrpc": "2.0", "method": "notifications/message"}]
     assert stream.last_event_id == "1" and not stream.running and stopped_s < 1
+
+
+def aside_daemon() -> MCPServer:
+    """A daemon stand-in whose tools send the caller a notification and a request outside any request."""
+    daemon = MCPServer("aside-daemon")
+
+    @daemon.tool()
+    async def announce(ctx: Context) -> str:
+        await ctx.session.send_resource_list_changed()  # no related request: the GET stream carries it
+        return "announced"
+
+    @daemon.tool()
+    async def ping_caller(ctx: Context) -> str:
+        try:
+            with anyio.fail_after(10):
+                await ctx.session.send_ping()  # a request of the daemon's: the caller's answer must come back
+        except TimeoutError:
+            return "the caller's answer never came back"
+        return "the caller answered"
+
+    return daemon
+
+
+async def test_the_daemons_own_notifications_and_requests_reach_a_2025_era_caller_and_its_answer_goes_back(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    changed = anyio.Event()
+
+    async def on_message(message: object) -> None:
+        if isinstance(message, mt.ResourceListChangedNotification):
+            changed.set()
+
+    with daemon_like(home, static(aside_daemon())), anyio.fail_after(TEST_TIMEOUT_S):
+        async with legacy_client(home, tmp_path, on_message) as client:
+            with anyio.move_on_after(10):
+                while not changed.is_set():  # until the relay's GET stream is open
+                    await client.call_tool("announce", {})
+                    with anyio.move_on_after(0.2):
+                        await changed.wait()
+            asked = await client.call_tool("ping_caller", {})
+    assert changed.is_set()
+    assert (asked.structured_content, asked.is_error) == ({"result": "the caller answered"}, False)
