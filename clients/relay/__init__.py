@@ -7,6 +7,7 @@ imports the MCP SDK, httpx, pydantic or anyio: a spawn that only relays must not
 - :mod:`~clients.relay.attach`: :func:`probe` the daemon, then :func:`relay_stdio` until the caller goes.
 - :mod:`~clients.relay.relay`: the relay itself, both protocol eras, sessions and failures.
 - :mod:`~clients.relay.upstream`: POSTs over kept-alive connections, replies read as they stream.
+- :mod:`~clients.relay.standalone`: a 2025-era session's GET stream (the daemon's own messages), kept open.
 - :mod:`~clients.relay.sse`: server-sent events, a line at a time.
 - :mod:`~clients.relay.answers`: what the relay says itself when the daemon cannot answer.
 """
