@@ -113,6 +113,8 @@ class Conversation(BlockWindow, can_focus=True):
         """The orchestrations' task graphs."""
         self._questions: dict[str, Entry[QuestionCard]] = {}
         """question_id -> its card (a server's question; the card becomes a line once answered)."""
+        self._question_ends: dict[str, QuestionAnswered] = {}
+        """Answers read before their question (older history read later): its card is shown answered."""
 
     # -- what the app and the tests read ------------------------------------------------------------
 
@@ -168,6 +170,7 @@ class Conversation(BlockWindow, can_focus=True):
         for mapping in (self._texts, self._tools, self._streaming_tools, self._cards, self._queued, self._questions):
             mapping.clear()
         self._pending.clear()
+        self._question_ends.clear()
         self._card_runs.clear()
         self._kids = Children()
         self._graphs = Graphs()
@@ -397,6 +400,7 @@ class Conversation(BlockWindow, can_focus=True):
         elif isinstance(event, QuestionAnswered):
             answered, entry = event, self._questions.get(event.question_id)
             if entry is None:  # asked before what this view read: a line says how it ended
+                self._question_ends[event.question_id] = event
                 self._add_notice(question_line(event))
             else:
                 entry.change(lambda w: w.resolve(answered.action, answered.answered_by, answered.reason))
@@ -419,6 +423,9 @@ class Conversation(BlockWindow, can_focus=True):
             )
         )
         self._questions[event.question_id] = entry
+        ended = self._question_ends.pop(event.question_id, None)
+        if ended is not None:  # its answer is in newer history, already read: never offer it as open
+            entry.change(lambda w: w.resolve(ended.action, ended.answered_by, ended.reason))
         self._add(entry)
 
     def _add_notice(self, text: str, level: str = "info") -> None:

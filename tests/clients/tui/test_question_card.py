@@ -210,3 +210,17 @@ async def test_the_card_shows_each_field_marked_required_and_nothing_a_server_co
         await pilot.pause()
         assert "cancelled by loom: nobody answered within 5 minutes" in form.text and not form.pending
         assert "Your name" not in form.text  # a line now, its fields gone
+
+
+@pytest.mark.anyio
+async def test_a_question_read_from_older_history_after_its_answer_is_shown_answered_and_takes_no_keys() -> None:
+    ended = QuestionAnswered(session_id=SESSION, run_id="r_1", question_id="q_1", action="accept",
+                             content={"name": "Ann", "plan": "pro"}, answered_by="cli")  # fmt: skip
+    app = ConversationApp([ended])  # the session was opened at its end: the answer is read first
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        app.conversation.show_older([user("r_1", "go"), HOSTILE])
+        await settle(pilot)
+        card = app.conversation.question("q_1")
+        assert card is not None and not card.pending and "accepted by cli" in card.text
+        assert not isinstance(app.focused, Input | QuestionCard)  # nothing was offered to answer again
