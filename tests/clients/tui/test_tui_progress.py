@@ -9,7 +9,6 @@ import pytest
 from rich.text import Text
 from textual.widget import Widget
 
-from clients.tui.notice_line import NoticeLine
 from orchestrator.events import QuestionAnswered, QuestionAsked, ToolProgress
 from orchestrator.messages import ToolUseBlock
 from tests.clients.tui.scenes import SESSION, ConversationApp, assistant, finished, settle, started, user
@@ -23,11 +22,6 @@ def shown(block: Widget) -> str:
     """The block's text as it is on screen."""
     content = block.render()
     return content.plain if isinstance(content, Text) else str(content)
-
-
-def lines(app: ConversationApp) -> str:
-    """The conversation's notice lines as shown."""
-    return "\n".join(shown(line) for line in app.conversation.query(NoticeLine))
 
 
 def report(progress: float, message: str) -> ToolProgress:
