@@ -51,10 +51,11 @@ CallTool = Callable[
 def loom_server(instructions: str | None, list_tools: ListTools, call_tool: CallTool) -> Server[Any]:
     """A low-level server that introduces itself as the face does: ``loom``, Loom's version, the face's capabilities.
 
-    The face is an ``MCPServer``, which also serves (empty) prompts and resources and the 2026-07-28
-    ``subscriptions/listen``; so does this, so that the declared capabilities match in either era.
+    The face also serves prompts, resources with subscriptions, completions, logging, the 2026-07-28
+    ``subscriptions/listen`` and the tasks extension; this serves each of them empty (or refused), so that the
+    declared capabilities match the face's in either era whether or not Loom can run.
     """
-    return Server(
+    server = Server(
         "loom",
         version=loom_version(),
         instructions=instructions,
@@ -66,7 +67,31 @@ def loom_server(instructions: str | None, list_tools: ListTools, call_tool: Call
         on_list_resource_templates=_no_resource_templates,
         on_read_resource=_unknown_resource,
         on_subscriptions_listen=ListenHandler(InMemorySubscriptionBus()),
+        on_subscribe_resource=_unknown_subscription,
+        on_unsubscribe_resource=_no_subscription,
+        on_completion=_no_completions,
+        on_set_logging_level=_any_level,
     )
+    # As the face's RunTasks declares it (orchestrator.face.tasks.IDENTIFIER, not imported: clients stay off the
+    # orchestrator's modules); a call here is answered with its error result, never with a task.
+    server.extensions["io.modelcontextprotocol/tasks"] = {}
+    return server
+
+
+async def _unknown_subscription(ctx: ServerRequestContext[Any], params: mt.SubscribeRequestParams) -> mt.EmptyResult:
+    raise MCPError(code=mt.INVALID_PARAMS, message=f"Unknown resource: {params.uri}")
+
+
+async def _no_subscription(ctx: ServerRequestContext[Any], params: mt.UnsubscribeRequestParams) -> mt.EmptyResult:
+    return mt.EmptyResult()
+
+
+async def _no_completions(ctx: ServerRequestContext[Any], params: mt.CompleteRequestParams) -> mt.CompleteResult:
+    return mt.CompleteResult(completion=mt.Completion(values=[]))
+
+
+async def _any_level(ctx: ServerRequestContext[Any], params: mt.SetLevelRequestParams) -> mt.EmptyResult:
+    return mt.EmptyResult()
 
 
 async def _no_prompts(ctx: ServerRequestContext[Any], params: mt.PaginatedRequestParams | None) -> mt.ListPromptsResult:

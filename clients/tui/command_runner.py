@@ -286,13 +286,17 @@ class CommandRunner:
         if loom is None:
             return
         known = self.prompt.known
+        # Skills first, each call bounded on its own: the models' list asks each provider's SDK about its
+        # credentials, which can be slow the first time, and must not keep the skills out of the list.
         try:
+            if self.app.session_id is not None:
+                with anyio.fail_after(CALL_TIMEOUT_S):
+                    skills = await loom.list_skills(self.app.session_id)
+                known.skills = {s.name: s.description for s in skills.skills}
+                self.prompt.refresh_completion()
             with anyio.fail_after(CALL_TIMEOUT_S):
                 models = await loom.list_models()
-                known.models, known.providers = models.models, models.providers
-                if self.app.session_id is not None:
-                    skills = await loom.list_skills(self.app.session_id)
-                    known.skills = {s.name: s.description for s in skills.skills}
+            known.models, known.providers = models.models, models.providers
         except (FaceError, TimeoutError):
             return  # completion offers what it has; the command itself says what went wrong
         self.prompt.refresh_completion()

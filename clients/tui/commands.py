@@ -79,8 +79,12 @@ class Completions:
     providers: list[str] = field(default_factory=list)
 
 
-def candidates(text: str, known: Completions, limit: int = 12) -> list[Candidate]:
-    """What completes ``text`` (the prompt's whole text), best first; empty when it is not a command being typed."""
+def candidates(text: str, known: Completions, limit: int = 24) -> list[Candidate]:
+    """What completes ``text`` (the prompt's whole text), best first; empty when it is not a command being typed.
+
+    The list scrolls (it shows eight at a time), so ``limit`` leaves room for every command and a dozen skills:
+    at 12 a bare ``/`` offered the commands alone once there were twelve of them.
+    """
     if not text.startswith("/") or "\n" in text or text.startswith("//"):
         return []
     head, space, rest = text[1:].partition(" ")

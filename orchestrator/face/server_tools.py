@@ -8,6 +8,7 @@ otherwise probes the configured servers afresh (:mod:`orchestrator.face.server_p
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import anyio.to_thread
@@ -107,8 +108,25 @@ def _model_info(spec: str, sources: list[str], settings: dict[str, ProfileSettin
     )
 
 
+_PROBLEMS: dict[str, tuple[float, str]] = {}
+"""``_problem`` by model spec, with when it was found: building a provider's model to ask it (the SDK's import, its
+profiles) takes a second or more, and clients ask for the list each time a user starts typing a command."""
+PROBLEM_TTL_S = 60.0
+"""How long a found problem (or its absence) is trusted: a key set in the daemon's config shows within a minute."""
+
+
 def _problem(spec: str, provider: str) -> str:
     """Why this process could not use ``spec`` now (its key is missing, say); empty where nothing is known."""
+    now = time.monotonic()
+    known = _PROBLEMS.get(spec)
+    if known is not None and now - known[0] < PROBLEM_TTL_S:
+        return known[1]
+    problem = _find_problem(spec, provider)
+    _PROBLEMS[spec] = (now, problem)
+    return problem
+
+
+def _find_problem(spec: str, provider: str) -> str:
     if provider not in ("anthropic", "openai"):
         return "" if provider in PROVIDERS else f"unknown provider {provider!r}; use one of {', '.join(PROVIDERS)}"
     try:
