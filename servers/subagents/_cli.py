@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import anyio
@@ -29,6 +29,19 @@ class _Daemon:
 
     def __call__(self) -> contextlib.AbstractAsyncContextManager[LoomClient]:
         return open_client(self.home, require_daemon=True, client_name="loom-subagents")
+
+    @contextlib.asynccontextmanager
+    async def tasks(self) -> AsyncIterator[LoomClient]:
+        """A client of the daemon that declares the tasks extension (spawn and send then answer with a task)."""
+        from mcp import types as mt
+
+        from clients.loom.daemon import connect
+        from servers._version import loom_version
+        from servers.subagents._tasks import TaskResults
+
+        info = mt.Implementation(name="loom-subagents", version=loom_version())
+        async with connect(self.home, client_info=info, extensions=[TaskResults()]) as client:
+            yield LoomClient(client, on_daemon=True)
 
 
 async def _check_parent(connect: _Daemon, parent: str) -> str | None:
@@ -74,5 +87,6 @@ def run(argv: Sequence[str] | None = None) -> int:
             return 2
     cwd = Path.cwd()
     return serve_stdio(
-        "subagents", lambda: build_server(connect, session_id=args.parent, cwd=cwd, home=home, project=cwd)
+        "subagents",
+        lambda: build_server(connect, session_id=args.parent, cwd=cwd, home=home, project=cwd, tasks=connect.tasks),
     )

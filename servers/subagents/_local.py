@@ -25,8 +25,11 @@ CLIENT_NAME = "loom-subagents"
 """The ``clientInfo`` name the face records for calls a session's subagents tools make."""
 
 
-def in_process(face: Callable[[], MCPServer]) -> Connect:
-    """Opens clients of the face ``face()`` returns (built once by the host, on first use)."""
+def in_process(face: Callable[[], MCPServer], *, tasks: bool = False) -> Connect:
+    """Opens clients of the face ``face()`` returns (built once by the host, on first use).
+
+    ``tasks``: the clients declare the tasks extension (the face then answers send_message with a task).
+    """
 
     @contextlib.asynccontextmanager
     async def connect() -> AsyncIterator[LoomClient]:
@@ -34,7 +37,9 @@ def in_process(face: Callable[[], MCPServer]) -> Connect:
         from mcp import types as mt
 
         info = mt.Implementation(name=CLIENT_NAME, version=loom_version())
-        async with Client(face(), client_info=info) as session:
+        from servers.subagents._tasks import TaskResults
+
+        async with Client(face(), client_info=info, extensions=[TaskResults()] if tasks else None) as session:
             yield LoomClient(session, on_daemon=False)
 
     return connect

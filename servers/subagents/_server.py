@@ -41,6 +41,7 @@ from servers.subagents._models import (
 )
 from servers.subagents._render import as_result, render_many, render_state, render_wait
 from servers.subagents._summary import FINISHED, MAX_ANSWER_CHARS, ChildState, child_state
+from servers.subagents._tasks import ChildTasks, send_run
 
 __all__ = ["Connect", "SubagentTools", "build_server", "main", "prepare_server"]
 
@@ -94,10 +95,20 @@ class SubagentTools:
             sessions in ``cwd``, and only those this server started are its own).
         cwd: where top-level children work when there is no parent.
         max_going: how many of its children may be going at once.
+        tasks: opens a face client declaring the tasks extension (spawn and send may then answer with a task).
     """
 
-    def __init__(self, connect: Connect, *, session_id: str | None, cwd: Path, max_going: int = MAX_GOING) -> None:
+    def __init__(
+        self,
+        connect: Connect,
+        *,
+        session_id: str | None,
+        cwd: Path,
+        max_going: int = MAX_GOING,
+        tasks: Connect | None = None,
+    ) -> None:
         self.held = HeldClient(connect)
+        self.tasks = tasks
         self.session_id = session_id
         self._cwd = cwd
         self.children = Children(session_id, max_going=max_going)
@@ -139,8 +150,8 @@ class SubagentTools:
                 allow=spec.allow,
             )
             try:
-                run = await loom.send_message(
-                    child.session_id, spec.goal, max_steps=spec.max_steps, timeout_s=spec.timeout_s
+                run = await send_run(
+                    loom, self.tasks, child.session_id, spec.goal, max_steps=spec.max_steps, timeout_s=spec.timeout_s
                 )
             except FaceError as exc:  # the session exists (the store keeps it); say so rather than hide it
                 raise ToolError(f"child {child.session_id} was created but its run did not start: {exc}") from exc
@@ -313,7 +324,7 @@ class SubagentTools:
                 raise ToolError(f"child {child_id} is still {before.status}; wait for it or cancel it first")
             async with self.children.room(loom):  # a follow-up is one more child going, as a spawn is
                 last_seq = (await loom.get_session(child_id)).last_seq
-                run = await loom.send_message(child_id, message, max_steps=max_steps, timeout_s=timeout_s)
+                run = await send_run(loom, self.tasks, child_id, message, max_steps=max_steps, timeout_s=timeout_s)
                 self.children.track(child_id, Child(run.run_id, child.agent, last_seq, run.status))
             return Spawned(child_id=child_id, run_id=run.run_id, agent=child.agent, status=run.status)
 
@@ -347,6 +358,7 @@ def prepare_server(
     home: Path,
     project: Path | None,
     max_going: int = MAX_GOING,
+    tasks: Connect | None = None,
 ) -> DeferredServer:
     """The ``subagents`` server of one session, its ``MCPServer`` built on first use.
 
@@ -357,8 +369,10 @@ def prepare_server(
         home: Loom's home, whose ``agents/`` definitions spawn's description lists.
         project: the project whose ``.loom/agents/`` are listed too.
         max_going: how many children may be going at once; spawn refuses more.
+        tasks: opens a face client declaring the tasks extension: given, spawn and send answer a 2026-07-28
+            request that declares it too with the face's task for the child's run (see `_tasks`).
     """
-    tools = SubagentTools(connect, session_id=session_id, cwd=cwd, max_going=max_going)
+    tools = SubagentTools(connect, session_id=session_id, cwd=cwd, max_going=max_going, tasks=tasks)
     spawn, spawn_many = _descriptions(home, project)
 
     def make(bound: list[Tool]) -> MCPServer:
@@ -369,6 +383,7 @@ def prepare_server(
             tools=bound,
             log_level="WARNING",
             lifespan=tools.lifespan,
+            extensions=[ChildTasks(tasks)] if tasks is not None else None,
         )
 
     bindings = [
@@ -390,9 +405,12 @@ def build_server(
     home: Path,
     project: Path | None,
     max_going: int = MAX_GOING,
+    tasks: Connect | None = None,
 ) -> MCPServer:
     """The ``subagents`` server, built now (`prepare_server` defers it)."""
-    deferred = prepare_server(connect, session_id=session_id, cwd=cwd, home=home, project=project, max_going=max_going)
+    deferred = prepare_server(
+        connect, session_id=session_id, cwd=cwd, home=home, project=project, max_going=max_going, tasks=tasks
+    )
     return deferred.build()
 
 
