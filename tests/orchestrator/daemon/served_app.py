@@ -16,7 +16,7 @@ from orchestrator.daemon.resume import BoundedEventStore
 from orchestrator.daemon.runner import HOST, bind
 
 
-class _Server(uvicorn.Server):
+class QuietServer(uvicorn.Server):
     """uvicorn without its signal handlers (they belong to pytest), telling us once it listens."""
 
     def __init__(self, config: uvicorn.Config) -> None:
@@ -40,7 +40,7 @@ async def served(
     with bind(0) as sock:
         origin = f"http://{HOST}:{sock.getsockname()[1]}"
         app = build_app(face, token, token_file=token_file, event_store=event_store)
-        server = _Server(uvicorn.Config(app, lifespan="on", log_config=None, access_log=False))
+        server = QuietServer(uvicorn.Config(app, lifespan="on", log_config=None, access_log=False))
         async with anyio.create_task_group() as tg:
             tg.start_soon(server.serve, [sock])
             with anyio.fail_after(10):

@@ -12,7 +12,7 @@ import contextlib
 import socket
 import statistics
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
@@ -24,6 +24,7 @@ from mcp.server.mcpserver import MCPServer
 from orchestrator.daemon.app import build_app
 from orchestrator.daemon.runner import HOST, bind
 from tests.orchestrator.daemon.daemon_process import http, running_daemon
+from tests.orchestrator.daemon.served_app import QuietServer
 
 pytestmark = pytest.mark.anyio
 
@@ -32,29 +33,13 @@ FAST_S = 0.02
 """Half of a delayed ACK: a kept-alive request slower than this waited for one."""
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its signal handlers (they belong to pytest), telling us once it listens."""
-
-    def __init__(self, config: uvicorn.Config) -> None:
-        super().__init__(config)
-        self.listening = anyio.Event()
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets=sockets)
-        self.listening.set()
-
-
 @contextlib.asynccontextmanager
-async def served_as_the_daemon_serves() -> AsyncIterator[tuple[_Server, str]]:
+async def served_as_the_daemon_serves() -> AsyncIterator[tuple[QuietServer, str]]:
     """The daemon's app under real uvicorn, on a socket from the daemon's own ``bind``; (server, origin)."""
     with bind(0) as sock:
         origin = f"http://{HOST}:{sock.getsockname()[1]}"
         app = build_app(MCPServer("echo"), TOKEN)
-        server = _Server(uvicorn.Config(app, lifespan="on", log_config=None, access_log=False))
+        server = QuietServer(uvicorn.Config(app, lifespan="on", log_config=None, access_log=False))
         async with anyio.create_task_group() as tg:
             tg.start_soon(server.serve, [sock])
             with anyio.fail_after(10):
