@@ -8,11 +8,22 @@ coalesced into the stored :class:`AssistantMessage`.
 
 from __future__ import annotations
 
-import time
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, TypeAdapter
 
+from orchestrator.event_base import _EventBase
+from orchestrator.events_long import (
+    GoalFinished,
+    GoalSessionStarted,
+    GoalStarted,
+    GoalVerdict,
+    HandoffWritten,
+    HookRan,
+    LoopDetected,
+    MemoryArchived,
+    TodoUpdated,
+)
 from orchestrator.messages import Attachment, Message, Usage
 
 RunStatus = Literal[
@@ -29,14 +40,6 @@ FailureKind = Literal[
 ]
 """Why a tool call failed, in terms a user (and a retry policy) can act on. ``outcome_unknown``: the server died or
 its connection broke while the call was in flight, so its effect may have happened."""
-
-
-class _EventBase(BaseModel):
-    seq: int | None = None
-    """Position in the session's log; assigned by the store, ``None`` for live-only events."""
-    session_id: str
-    ts: float = Field(default_factory=time.time)
-    """Wall-clock time the event was created (seconds since the epoch)."""
 
 
 class SessionCreated(_EventBase):
@@ -60,6 +63,8 @@ class SessionCreated(_EventBase):
     :class:`orchestrator.policy.narrowing.ChildRequest`), kept so that a reopened child is bounded the same way."""
     advisor: str = ""
     """The session's own advisor mode (``off``, ``lightweight``, ``full``); empty: as configured."""
+    handoff_from: str = ""
+    """For a session started from a handoff (``loom handoff``): the session whose handoff it continues."""
 
 
 class SessionArchived(_EventBase):
@@ -602,7 +607,16 @@ Event = Annotated[
     | TaskGraphPlanning
     | TaskGraphPlanned
     | TaskStateChanged
-    | OrchestrationFinished,
+    | OrchestrationFinished
+    | HookRan
+    | TodoUpdated
+    | LoopDetected
+    | GoalStarted
+    | GoalSessionStarted
+    | GoalVerdict
+    | GoalFinished
+    | HandoffWritten
+    | MemoryArchived,
     Field(discriminator="type"),
 ]
 

@@ -51,10 +51,12 @@ EVENT_GROUPS: tuple[tuple[str, Callable[[str], bool]], ...] = (
     ("Children and the advisor", lambda t: t.startswith(("child_", "advisor_"))),
     ("Orchestration", lambda t: t.startswith(("orchestration_", "task_"))),
     ("Context", lambda t: t.startswith(("context_", "compaction_", "model_"))),
+    ("Long work", lambda t: t.startswith(("hook_", "todo_", "loop_", "goal_", "handoff_", "memory_"))),
 )
 """Event groups, by ``type``; the first that matches wins, and anything new lands in "Other"."""
 
 TOOL_GROUPS: tuple[tuple[str, Callable[[str], bool]], ...] = (
+    ("Long work", lambda n: "goal" in n or "handoff" in n or n.endswith("_memory")),
     ("Sessions", lambda n: n.endswith(("_session", "_sessions")) and not n.startswith(("rewind_", "compact_"))),
     ("Runs", lambda n: n.endswith("_run") or n == "send_message"),
     ("Events", lambda n: "event" in n),

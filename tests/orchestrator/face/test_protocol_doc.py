@@ -7,7 +7,7 @@ from typing import Literal
 
 import pytest
 
-from orchestrator.events import _EventBase
+from orchestrator.event_base import _EventBase
 from orchestrator.face import protocol_doc
 from orchestrator.face.protocol_doc import DOC_PATH, EVENT_TYPES, main, read_face, render
 
