@@ -6,6 +6,7 @@ import json
 import sys
 from typing import TextIO
 
+from clients.long_work_lines import goal_line, notice_line, todo_changes
 from clients.server_rows import plain, server_event_line
 from clients.timeline import child_label, first_line
 from orchestrator.events import (
@@ -29,6 +30,7 @@ from orchestrator.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
+from orchestrator.events_long import GoalFinished, GoalSessionStarted, GoalStarted, GoalVerdict, TodoItem, TodoUpdated
 
 _ARGS_WIDTH = 90
 _ERROR_WIDTH = 200
@@ -60,6 +62,8 @@ class TerminalRenderer:
         self._warned = False
         self._agents: dict[str, str] = {}
         """child_session_id -> its agent, from its child_started (later lines about it name it too)."""
+        self._plan: list[TodoItem] = []
+        """The model's plan as last printed: an update prints what changed in it."""
 
     def __call__(self, event: Event) -> None:
         """Print one event."""
@@ -115,6 +119,23 @@ class TerminalRenderer:
             if self._watermark is not None:
                 self._status(f"context {watermark_text(self._watermark)}")
             self._status(_finish_line(event))
+        else:
+            self._long_work(event)
+
+    def _long_work(self, event: Event) -> None:
+        """The plan's changes, a goal's progress, hooks that did something, loops, handoffs, memory carried over."""
+        if isinstance(event, TodoUpdated):
+            for line in todo_changes(self._plan, event.items):
+                self._status(line)
+            self._plan = list(event.items)
+        elif isinstance(event, GoalStarted | GoalSessionStarted | GoalVerdict | GoalFinished):
+            lines, level = goal_line(event)
+            self._status(lines[0] if level == "info" else f"{level}: {lines[0]}")
+            for line in lines[1:]:
+                self._status(line)
+        elif (found := notice_line(event)) is not None:
+            text, level = found
+            self._status(text if level == "info" else f"{level}: {text}")
 
     def child_line(self, event: ChildStarted | ChildActivity | ChildFinished) -> str:
         """One short line about a child: its start and goal, a tool it called, or its end with why and its answer."""

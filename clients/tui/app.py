@@ -31,6 +31,7 @@ from clients.tui.history import HISTORY_FILE, PromptHistory
 from clients.tui.prompt import Prompt
 from clients.tui.sessions_panel import SessionsPanel
 from clients.tui.status_bar import StatusBar
+from clients.tui.todo_list import TodoList
 from orchestrator.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -126,6 +127,7 @@ class LoomApp(App[int]):
             yield SessionsPanel()
             with Vertical(id="chat"):
                 yield Conversation()
+                yield TodoList()
                 yield GraphStrip()
                 yield Prompt(PromptHistory(self.home / HISTORY_FILE))
                 yield CompletionList()
@@ -263,6 +265,7 @@ class LoomApp(App[int]):
         self.status.model, self.status.mode = info.model, info.mode
         self.status.ratio = info.context_ratio
         self.sub_title = f"{info.session_id} · {info.cwd}"
+        self.query_one(TodoList).show_plan(getattr(info, "todos", []))  # its plan, if its last update is not read
 
     # -- events -------------------------------------------------------------------------------------
 
@@ -270,6 +273,7 @@ class LoomApp(App[int]):
         self.conversation.show(event)
         self.commands.observe(event)
         self.query_one(GraphStrip).observe(event)  # an orchestration going stays in view, however scrolled
+        self.query_one(TodoList).observe(event)  # the plan, over the prompt
         self.status.observe(event)  # tokens and the run's clock
         status = self.status
         if isinstance(event, SessionCreated):
@@ -311,6 +315,7 @@ class LoomApp(App[int]):
         self._follower = LiveFollower(session_id) if session_id else None
         self.conversation.clear()
         self.query_one(GraphStrip).reset()
+        self.query_one(TodoList).reset()
         self.status.reset()
         if session_id is None:
             self.status.model, self.status.mode, self.sub_title = self.model or "(new session)", self.mode, ""

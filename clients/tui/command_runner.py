@@ -19,6 +19,7 @@ from clients.tui.commands import COMMANDS, MODES, Invocation, parse
 from clients.tui.connection import DECIDED_BY
 from clients.tui.delegate_commands import CommandRefused, DelegateCommands
 from clients.tui.help import help_text
+from clients.tui.long_work_commands import LongWorkCommands
 from clients.tui.prompt import Prompt
 from clients.tui.servers_view import ServersScreen
 from clients.tui.sessions_panel import SessionsPanel
@@ -55,6 +56,7 @@ class CommandRunner:
         self.interrupted: tuple[str, str] | None = None
         """(session, run) of a run that ended interrupted (or needs review), for ``/resume``."""
         delegate = DelegateCommands(app, self.notice)
+        long_work = LongWorkCommands(app, self.notice)
         self._handlers: dict[str, Handler] = {
             "compact": self._compact,
             "model": self._model,
@@ -66,6 +68,8 @@ class CommandRunner:
             "servers": self._servers,
             "review": delegate.review,
             "orchestrate": delegate.orchestrate,
+            "goal": long_work.goal,
+            "handoff": long_work.handoff,
         }
 
     @property

@@ -33,6 +33,10 @@ COMMANDS: tuple[CommandSpec, ...] = (
     CommandSpec("trace", "", "the current or last run's timeline"),
     CommandSpec("review", "[TARGET]", "a reviewer child checks the changes here: verdict and findings at file:line"),
     CommandSpec("orchestrate", "GOAL | cancel", "plan GOAL as a task graph run by child sessions, shown live"),
+    CommandSpec(
+        "goal", 'GOAL --accept "C" ... | cancel', "sessions work toward GOAL until a grader passes each criterion"
+    ),
+    CommandSpec("handoff", "[instructions]", "write a handoff and go on in a fresh session started from it"),
     CommandSpec("sessions", "", "show the sessions panel"),
     CommandSpec("servers", "", "each MCP server's state, tools, restarts, latency and last error"),
     CommandSpec("help", "", "commands and keys"),
@@ -102,6 +106,8 @@ def candidates(text: str, known: Completions, limit: int = 24) -> list[Candidate
         return _models(rest, known)[:limit]
     if head == "orchestrate" and rest and "cancel".startswith(rest) and rest != "cancel":
         return [Candidate("/orchestrate cancel", "end the session's orchestration")]
+    if head == "goal" and rest and "cancel".startswith(rest) and rest != "cancel":
+        return [Candidate("/goal cancel", "end the goal of the session shown")]
     return []
 
 

@@ -19,6 +19,7 @@ from textual.message import Message
 from textual.widget import Widget
 
 from clients.cli.render import question_line
+from clients.long_work_lines import notice_line
 from clients.server_rows import server_event_line
 from clients.tui.approval_card import ApprovalCard
 from clients.tui.assistant_text import AssistantText
@@ -26,6 +27,7 @@ from clients.tui.block_window import BlockWindow
 from clients.tui.child_block import ChildBlock
 from clients.tui.children import Children
 from clients.tui.entry import Entry
+from clients.tui.goal_view import GoalBlock, GoalEvent, Goals
 from clients.tui.graph_view import GraphBlock, Graphs
 from clients.tui.notice_line import NoticeLine
 from clients.tui.question_card import QuestionCard
@@ -64,6 +66,7 @@ from orchestrator.events import (
     ToolProgress,
     UserMessage,
 )
+from orchestrator.events_long import TodoUpdated
 from orchestrator.messages import ToolUseBlock
 from orchestrator.protocol import Event
 from orchestrator.store.session_view import clean_title
@@ -111,6 +114,8 @@ class Conversation(BlockWindow, can_focus=True):
         """The blocks of the children's runs, and which approvals are a child's."""
         self._graphs = Graphs()
         """The orchestrations' task graphs."""
+        self._goals = Goals()
+        """The goals' blocks (on a goal's own session)."""
         self._questions: dict[str, Entry[QuestionCard]] = {}
         """question_id -> its card (a server's question; the card becomes a line once answered)."""
         self._question_ends: dict[str, QuestionAnswered] = {}
@@ -154,6 +159,12 @@ class Conversation(BlockWindow, can_focus=True):
         entry = self._graphs.block(orchestration_id)
         return entry.widget if entry else None
 
+    def goal(self, goal_id: str) -> GoalBlock | None:
+        """The block of a goal (None if unknown, or outside the window)."""
+        self._flush()
+        entry = self._goals.block(goal_id)
+        return entry.widget if entry else None
+
     def add_block(self, make: Callable[[], Widget]) -> None:
         """Add a block a command made (``make`` builds it; it is rebuilt the same when scrolled back to)."""
         self._add(Entry(make))
@@ -174,6 +185,7 @@ class Conversation(BlockWindow, can_focus=True):
         self._card_runs.clear()
         self._kids = Children()
         self._graphs = Graphs()
+        self._goals = Goals()
         self.has_older = False
         self.forget_blocks()
 
@@ -188,6 +200,7 @@ class Conversation(BlockWindow, can_focus=True):
         newer_queued = self._queued
         newer_kids, self._kids = self._kids, Children()
         newer_graphs, self._graphs = self._graphs, Graphs()
+        newer_goals, self._goals = self._goals, Goals()
         self._texts, self._tools, self._streaming_tools, self._cards = {}, {}, {}, {}
         self._pending, self._card_runs, self._queued = set(), {}, {}
         try:
@@ -199,6 +212,7 @@ class Conversation(BlockWindow, can_focus=True):
             older = (self._texts, self._tools, self._cards, self._pending, self._card_runs)
             older_kids, self._kids = self._kids, newer_kids
             older_graphs, self._graphs = self._graphs, newer_graphs
+            older_goals, self._goals = self._goals, newer_goals
             self._texts, self._tools, self._streaming_tools, self._cards, self._pending, self._card_runs = newer
             self._queued = newer_queued
         # Ids are a run's own, so the older blocks join the lookups (a resumed run may still finish an old call);
@@ -212,6 +226,7 @@ class Conversation(BlockWindow, can_focus=True):
         self._card_runs = {**older[4], **self._card_runs}
         self._kids.put_older(older_kids)
         self._graphs.put_older(older_graphs)
+        self._goals.put_older(older_goals)
         self._prepend(entries)
 
     def _reached_top(self) -> None:
@@ -281,6 +296,10 @@ class Conversation(BlockWindow, can_focus=True):
             OrchestrationStarted | TaskGraphPlanning | TaskGraphPlanned | TaskStateChanged | OrchestrationFinished,
         ):
             self._graphs.show(event, self._add)
+        elif isinstance(event, GoalEvent):
+            self._goals.show(event, self._add)
+        elif isinstance(event, TodoUpdated):
+            pass  # the checklist over the prompt shows the plan (clients/tui/todo_list.py), not a line per update
         elif isinstance(event, RunFinished):
             self._finished(event)
         else:
@@ -407,6 +426,8 @@ class Conversation(BlockWindow, can_focus=True):
         elif isinstance(event, SessionCreated) and event.parent_session_id:
             agent = f" as '{clean_title(event.agent)}'" if event.agent else ""
             self._add_notice(f"a child session of {event.parent_session_id}{agent} (Ctrl+B opens the parent)")
+        elif (line := notice_line(event)) is not None:  # hooks, loops, handoffs, memory (clients/long_work_lines.py)
+            self._add_notice(*line)
 
     def _question(self, event: QuestionAsked) -> None:
         asked, agent = event, self._kids.agent(event.child_session_id)
