@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from mcp import Client
 
     from orchestrator.agents.report import Report
+    from orchestrator.events_long import GoalBudget
+    from orchestrator.protocol_long import GoalReport
 
 __all__ = ["FaceError", "LoomClient"]
 
@@ -363,3 +365,47 @@ class LoomClient:
         if orchestration_id is not None:
             arguments["orchestration_id"] = orchestration_id
         return await self.call("cancel_orchestration", Report, **arguments)
+
+    # -- goals ---------------------------------------------------------------------------------------
+
+    async def start_goal(
+        self,
+        goal: str,
+        criteria: list[str],
+        *,
+        budget: GoalBudget | None = None,
+        cwd: str = "",
+        mode: str = "",
+        model: str = "",
+    ) -> GoalReport:
+        """Work toward ``goal`` over sessions until every criterion passes or ``budget`` is spent; its first report."""
+        from orchestrator.protocol_long import GoalReport
+
+        return await self.call(
+            "start_goal",
+            GoalReport,
+            goal=goal,
+            criteria=criteria,
+            budget=(budget.model_dump(exclude_none=True) if budget is not None else {}),
+            cwd=cwd,
+            mode=mode,
+            model=model,
+        )
+
+    async def get_goal(self, goal_id: str, *, wait_s: float = 0) -> GoalReport:
+        """A goal's report, waiting up to ``wait_s`` for its end."""
+        from orchestrator.protocol_long import GoalReport
+
+        return await self.call("get_goal", GoalReport, goal_id=goal_id, wait_s=wait_s)
+
+    async def list_goals(self) -> list[GoalReport]:
+        """Every goal, newest first."""
+        from orchestrator.protocol_long import GoalList
+
+        return (await self.call("list_goals", GoalList)).goals
+
+    async def cancel_goal(self, goal_id: str) -> GoalReport:
+        """End a goal (its running child cancelled); its report after."""
+        from orchestrator.protocol_long import GoalReport
+
+        return await self.call("cancel_goal", GoalReport, goal_id=goal_id)

@@ -26,6 +26,7 @@ from orchestrator.agents.loading import AgentCatalog, find_agents
 from orchestrator.events import CHILD_TEXT_CHARS, PlannedTask
 
 __all__ = [
+    "BUILTINS",
     "BUILTIN_DIR",
     "PLAN_FORMAT",
     "ROLES",
@@ -44,6 +45,8 @@ __all__ = [
 BUILTIN_DIR = Path(__file__).parent / "builtin"
 ROLES = ("planner", "executor", "reviewer")
 """The built-in agents an orchestration runs its children as."""
+BUILTINS = (*ROLES, "grader")
+"""Every built-in agent: the orchestration's roles and a goal's grader (:mod:`orchestrator.goals`)."""
 MAX_ANSWER_CHARS = 400_000
 """A planner's or reviewer's answer longer than this is not read: no graph needs it, and parsing is not free."""
 MAX_FINDINGS = 30
@@ -284,13 +287,13 @@ def reviewer_brief(task: PlannedTask, *, result: str) -> str:
 
 
 def builtin_agents() -> dict[str, AgentDefinition]:
-    """The built-in planner, executor and reviewer definitions, by name.
+    """The built-in definitions (planner, executor, reviewer, grader), by name.
 
     Raises:
         orchestrator.agents.definitions.AgentError: A shipped file is broken (a packaging fault, not the user's).
     """
     out: dict[str, AgentDefinition] = {}
-    for name in ROLES:
+    for name in BUILTINS:
         path = BUILTIN_DIR / f"{name}.md"
         agent = parse_definition(path.read_text(encoding="utf-8"), path, "user")
         if agent is not None:

@@ -29,6 +29,7 @@ from orchestrator.face.caller import client_of
 from orchestrator.face.command_tools import add_command_tools
 from orchestrator.face.context_tools import add_context_tools
 from orchestrator.face.features import FaceServer
+from orchestrator.face.goal_tools import add_goal_tools
 from orchestrator.face.input import check_directory
 from orchestrator.face.live import read_back, read_page, stream_pages
 from orchestrator.face.models import child_model, top_level_model
@@ -392,6 +393,7 @@ def build_face(host: SessionHost) -> MCPServer:
     add_context_tools(face, host)
     add_command_tools(face, host)
     add_orchestrate_tools(face, host)
+    add_goal_tools(face, host)
     add_review_tools(face, host)
     add_server_tools(face, host)
     add_question_tools(face, host)

@@ -37,6 +37,7 @@ from orchestrator.loop.approvals import MODES
 from orchestrator.loop.resume import RESUMABLE, ResumeError, find_resume_point
 from orchestrator.models.base import Model
 from orchestrator.runtime.children import reopening
+from orchestrator.runtime.goals import Goals
 from orchestrator.runtime.host_children import ChildHost
 from orchestrator.runtime.host_records import SessionRecords
 from orchestrator.runtime.host_runs import HostError, LiveRuns, RunDesk, RunHandle, RunView
@@ -96,10 +97,13 @@ class SessionHost(RunDesk, SessionRecords, IdleCloser, ChildHost):
         """Runs this host marked ``interrupted`` when it opened (a crash left them running)."""
         self.orchestrations = Orchestrations(self)
         """The orchestrations its sessions run (entered after the task group, so they stop before the sessions)."""
+        self.goals = Goals(self)
+        """The goals its sessions hold (entered like the orchestrations)."""
 
     async def __aenter__(self) -> Self:
         self._tg = await self._exit.enter_async_context(anyio.create_task_group())
         await self._exit.enter_async_context(self.orchestrations)
+        await self._exit.enter_async_context(self.goals)
         self.runtime.face = self.face_server  # sessions opened from now on can start children through it
         self.interrupted = await self.runtime.mark_interrupted()
         self._tg.start_soon(self._close_idle_forever)

@@ -121,12 +121,12 @@ def test_briefs_carry_what_each_child_needs() -> None:
 
 def test_the_builtin_roles_load_and_a_users_definition_replaces_one(tmp_path: Path) -> None:
     builtin = builtin_agents()
-    assert set(builtin) == {"planner", "executor", "reviewer"}
+    assert set(builtin) == {"planner", "executor", "reviewer", "grader"}
     assert builtin["planner"].mode == "plan" and "fs__write" not in (builtin["planner"].tools or ())
     (tmp_path / "agents").mkdir()
     (tmp_path / "agents" / "mine.md").write_text("---\nname: reviewer\ndescription: Mine.\n---\nBe strict.\n")
     catalog = catalog_with_builtins(tmp_path, None)
-    assert set(catalog.agents) == {"planner", "executor", "reviewer"}
+    assert set(catalog.agents) == {"planner", "executor", "reviewer", "grader"}
     assert catalog.agents["reviewer"].prompt == "Be strict."
     assert catalog.agents["reviewer"].overrides == builtin["reviewer"].path
 

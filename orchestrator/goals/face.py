@@ -1,0 +1,124 @@
+"""What the goal controller needs of Loom's face, over a :class:`clients.loom.LoomClient`.
+
+Children are started and awaited as an orchestration's are (:class:`~orchestrator.agents.children.FaceChildren`);
+a goal also reads a work session's events (the grader's evidence), its watermark (``get_session``'s
+``context_ratio``), and calls two face tools of the handoff part: ``handoff_session`` (a work session past the
+watermark continues in a fresh one) and ``archive_memory`` (a work session's notes promoted at the end). Those two
+are optional: a face without them answers "unknown tool", and the goal goes on without (a fresh session; no
+promotion), saying so in the log.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from orchestrator.agents.children import ChildError, ChildSpec, FaceChildren
+from orchestrator.events import Event
+
+__all__ = ["GoalChildren", "Handoff"]
+
+logger = logging.getLogger(__name__)
+
+_PAGE = 500
+
+
+class Handoff(BaseModel):
+    """The part of ``handoff_session``'s result (``HandoffReport``) a goal reads."""
+
+    session_id: str
+    new_session_id: str
+
+
+class _Archived(BaseModel):
+    keys: list[str] = []
+
+
+def _unknown_tool(exc: Exception) -> bool:
+    return "unknown tool" in str(exc).lower()
+
+
+class GoalChildren(FaceChildren):
+    """:class:`~orchestrator.agents.children.FaceChildren` with what a goal needs besides.
+
+    A spec whose ``agent`` is empty is a plain child (the goal session's own tools and model): a work session.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        session_id: str,
+        append: Callable[[Sequence[Event]], Awaitable[None]],
+        *,
+        refusals: tuple[type[Exception], ...] = (),
+    ) -> None:
+        super().__init__(client, session_id, append, headless=True, refusals=refusals)
+        self.face: Any = client
+        """The same client, for the tools beyond :class:`~orchestrator.agents.children.FaceClient`'s."""
+        self.missing: set[str] = set()
+        """The optional face tools found missing (asked once)."""
+
+    async def create(self, spec: ChildSpec) -> str:
+        """Create the child session: a work session (no agent) or the grader."""
+        try:
+            session = await self.face.create_session(
+                "", headless=True, parent_session_id=self.session_id, agent=spec.agent or None
+            )
+        except self.refusals as exc:
+            raise ChildError(str(exc)) from exc
+        return str(session.session_id)
+
+    async def events(self, session_id: str) -> list[Event]:
+        """Every stored event of a session, paged through ``read_events``."""
+        out: list[Event] = []
+        after = 0
+        while True:
+            page = await self.face.read_events(session_id, after_seq=after, limit=_PAGE)
+            out.extend(page.events)
+            if len(page.events) < _PAGE:
+                return out
+            after = page.next_after_seq
+
+    async def context_ratio(self, session_id: str) -> float | None:
+        """The session's watermark (context used / window), None before its first model call."""
+        info = await self.face.get_session(session_id)
+        ratio = getattr(info, "context_ratio", None)
+        return float(ratio) if isinstance(ratio, int | float) else None
+
+    async def handoff(self, session_id: str, instructions: str) -> str | None:
+        """The fresh session continuing ``session_id`` from its handoff, or None when the face has no handoff.
+
+        Raises:
+            ChildError: The face refused the handoff (its message says why).
+        """
+        if "handoff_session" in self.missing:
+            return None
+        try:
+            done: Handoff = await self.face.call(
+                "handoff_session", Handoff, session_id=session_id, instructions=instructions
+            )
+        except self.refusals as exc:
+            if _unknown_tool(exc):
+                self.missing.add("handoff_session")
+                logger.info("this face has no handoff_session; a goal's next session starts fresh")
+                return None
+            raise ChildError(str(exc)) from exc
+        return done.new_session_id
+
+    async def archive_memory(self, session_id: str) -> list[str]:
+        """Promote a work session's session-namespace notes to the project's; the keys promoted (none without it)."""
+        if "archive_memory" in self.missing:
+            return []
+        try:
+            archived: _Archived = await self.face.call("archive_memory", _Archived, session_id=session_id)
+        except self.refusals as exc:
+            if _unknown_tool(exc):
+                self.missing.add("archive_memory")
+                logger.info("this face has no archive_memory; a goal's notes stay in its sessions")
+            else:
+                logger.warning("archive_memory %s: %s", session_id, exc)
+            return []
+        return archived.keys

@@ -1,0 +1,287 @@
+"""The goals a host runs: each one's controller driven in a task the host owns, resumed after a restart.
+
+:class:`Goals` sits between the face's goal tools (:mod:`orchestrator.face.goal_tools`) and the controller
+(:mod:`orchestrator.goals.controller`), as :class:`~orchestrator.runtime.orchestrations.Orchestrations` does for
+orchestrations. ``start`` creates the goal's own session (headless: a goal runs unattended), records the goal in
+it and drives it in the background, so the tool answers at once. Work sessions and graders are children of that
+session, started through Loom's own face in-process with one client held for the life of the host.
+
+Nothing here holds state the store does not have: a goal is the fold of its session's events. A goal's session is
+found by its head (its first events hold its ``goal_started``); the host reads the heads of the newest
+:data:`RECENT_SESSIONS` top-level sessions once, then keeps the index as goals start. When the host closes (or the
+process dies) goals stop where their events left them; :meth:`Goals.resume_unfinished` carries them on.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+
+from orchestrator.runtime.host_runs import HostError
+
+if TYPE_CHECKING:
+    from clients.loom import LoomClient
+    from orchestrator.events_long import GoalBudget
+    from orchestrator.goals.controller import GoalController, GoalSettings
+    from orchestrator.goals.state import GoalState
+    from orchestrator.protocol_long import GoalReport
+    from orchestrator.runtime.host import SessionHost
+
+__all__ = ["HEAD_EVENTS", "RECENT_SESSIONS", "Goals"]
+
+logger = logging.getLogger(__name__)
+
+RECENT_SESSIONS = 1000
+"""How many of the newest sessions are looked through for goals (once per host)."""
+HEAD_EVENTS = 6
+"""A goal session's ``goal_started`` is among its first events (after ``session_created`` and a notice or two)."""
+
+
+@dataclass
+class _Going:
+    """One goal this host drives: its live state (the controller folds each event it records into it)."""
+
+    state: GoalState
+    done: anyio.Event = field(default_factory=anyio.Event)
+    error: str = ""
+
+
+class Goals:
+    """The host's goals: started, followed, listed, cancelled, and resumed when the host starts.
+
+    Args:
+        host: The session host whose sessions hold the goals and whose face starts the children.
+        settings: How goals run (default: read from ``$LOOM_HOME/config.json``'s ``goals`` when first needed).
+    """
+
+    def __init__(self, host: SessionHost, settings: GoalSettings | None = None) -> None:
+        self.host = host
+        self.settings = settings
+        self._tg: TaskGroup | None = None
+        self._controllers: dict[str, GoalController] = {}
+        self._going: dict[str, _Going] = {}
+        self._index: dict[str, str] | None = None
+        """goal id -> its session, once the heads were read."""
+        self._client: LoomClient | None = None
+        self._connecting = anyio.Lock()
+        self._indexing = anyio.Lock()
+
+    async def __aenter__(self) -> Self:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        # Stopped, not ended: every step is already in the store, so a restart resumes from there.
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+        try:
+            return await self._tg.__aexit__(kind, exc, tb)
+        finally:
+            self._tg, self._client = None, None
+
+    # -- the face's calls ------------------------------------------------------------------------------
+
+    async def start(
+        self, goal: str, criteria: list[str], budget: GoalBudget, *, cwd: str, mode: str = "", model: str = ""
+    ) -> GoalReport:
+        """Create the goal's session, record the goal and drive it in the background; its first snapshot.
+
+        Raises:
+            HostError: ``cwd``, ``mode`` or ``model`` cannot be used.
+            orchestrator.goals.controller.GoalError: the goal or its criteria cannot be used.
+            orchestrator.goals.budget.BudgetError: the budget cannot be used.
+        """
+        from orchestrator.face.models import top_level_model
+        from orchestrator.goals.budget import check_budget
+        from orchestrator.goals.controller import check_goal
+        from orchestrator.goals.state import report
+        from orchestrator.models import ModelSpecError
+
+        check_goal(goal, criteria)  # refused before a session is made for it
+        check_budget(budget)
+        try:
+            chosen, notice = top_level_model(model or None, self.host.runtime.model, Path(cwd))
+        except ModelSpecError as exc:
+            raise HostError(str(exc)) from exc
+        session = await self.host.create_session(
+            Path(cwd), chosen, mode or "accept-edits", headless=True, notice=notice
+        )
+        controller = await self._controller(session.id)
+        state = await controller.begin(goal, criteria, budget)
+        await self.host.runtime.log.store.set_session_title(session.id, f"goal: {' '.join(goal.split())[:70]}")
+        (await self._goal_index())[state.goal_id] = session.id
+        self._drive(controller, state)
+        return report(state)
+
+    async def snapshot(self, goal_id: str, wait_s: float = 0.0) -> GoalReport:
+        """A goal's report, after waiting up to ``wait_s`` for its end.
+
+        Raises:
+            HostError: no such goal.
+        """
+        from orchestrator.goals.state import report
+
+        going = self._going.get(goal_id)
+        if going is not None:
+            if wait_s > 0:
+                with anyio.move_on_after(wait_s):
+                    await going.done.wait()
+            return report(going.state)
+        return report(await self._stored(goal_id))
+
+    async def every(self) -> list[GoalReport]:
+        """Every goal, newest first."""
+        from orchestrator.goals.state import report
+
+        out: list[GoalReport] = []
+        for goal_id in reversed(list((await self._goal_index()).keys())):
+            going = self._going.get(goal_id)
+            try:
+                out.append(report(going.state) if going is not None else report(await self._stored(goal_id)))
+            except HostError:
+                continue
+        return out
+
+    async def cancel(self, goal_id: str, reason: str, wait_s: float = 10.0) -> GoalReport:
+        """End a goal: its running child cancelled, the goal recorded ``cancelled``.
+
+        A goal that nothing drives (Loom restarted and did not resume it) is recorded cancelled directly.
+
+        Raises:
+            HostError: no such goal, or it already ended.
+        """
+        from orchestrator.goals.state import report
+
+        going = self._going.get(goal_id)
+        if going is not None and not going.done.is_set():
+            self._controllers[going.state.session_id].cancel(goal_id, reason)
+            with anyio.move_on_after(wait_s):
+                await going.done.wait()
+            return report(going.state)
+        state = going.state if going is not None else await self._stored(goal_id)
+        if state.finished is not None:
+            raise HostError(f"goal {goal_id!r} already ended {state.finished.status}")
+        controller = await self._controller(state.session_id)
+        await controller.end(state, "cancelled", reason)
+        return report(state)
+
+    def going(self, goal_id: str) -> bool:
+        """Whether this host drives that goal now."""
+        going = self._going.get(goal_id)
+        return going is not None and not going.done.is_set()
+
+    # -- resuming --------------------------------------------------------------------------------------
+
+    async def resume_unfinished(self) -> list[str]:
+        """Carry on the goals a stop or crash left unfinished; returns the ids of those resumed.
+
+        Run after the host resumed the interrupted runs, so that a goal waits for its work session's resumed run.
+        """
+        resumed: list[str] = []
+        for goal_id in list((await self._goal_index()).keys()):
+            if self.going(goal_id):
+                continue
+            try:
+                state = await self._stored(goal_id)
+                if state.finished is not None:
+                    continue
+                await self.host.session(state.session_id)
+                controller = await self._controller(state.session_id)
+            except HostError as exc:
+                logger.warning("not resuming goal %s: %s", goal_id, exc)
+                continue
+            self._drive(controller, state)
+            resumed.append(goal_id)
+        return resumed
+
+    # -- inside ----------------------------------------------------------------------------------------
+
+    def _drive(self, controller: GoalController, state: GoalState) -> None:
+        assert self._tg is not None, "the host's goals are not open"
+        going = self._going[state.goal_id] = _Going(state)
+        self._tg.start_soon(self._run, controller, going)
+
+    async def _run(self, controller: GoalController, going: _Going) -> None:
+        try:
+            await controller.drive(going.state)
+        except Exception as exc:  # a store or face failure stops this goal (resumable), never the host
+            going.error = f"{type(exc).__name__}: {exc}"
+            logger.warning("goal %s stopped: %s", going.state.goal_id, going.error, exc_info=True)
+        finally:
+            going.done.set()
+
+    async def _stored(self, goal_id: str) -> GoalState:
+        from orchestrator.goals.state import fold
+
+        session_id = (await self._goal_index()).get(goal_id)
+        if session_id is None:
+            raise HostError(f"no goal {goal_id!r}; list_goals shows the goals there are")
+        return fold(await self.host.runtime.log.store.read_events(session_id), goal_id)
+
+    async def _goal_index(self) -> dict[str, str]:
+        """Goal id -> session, oldest first: read from the heads of the newest sessions once, then kept."""
+        from orchestrator.events_long import GoalStarted
+
+        async with self._indexing:
+            if self._index is None:
+                store = self.host.runtime.log.store
+                found: dict[str, str] = {}
+                for record in reversed(await store.list_sessions(include_archived=True, limit=RECENT_SESSIONS)):
+                    if record.parent_session_id or record.last_seq < 2:
+                        continue
+                    for event in await store.read_events(record.id, limit=HEAD_EVENTS):
+                        if isinstance(event, GoalStarted):
+                            found[event.goal_id] = record.id
+                self._index = found
+            return self._index
+
+    def _settings(self) -> GoalSettings:
+        if self.settings is None:
+            from orchestrator.goals.settings import read_settings
+
+            self.settings = read_settings(self.host.runtime.home)
+        return self.settings
+
+    async def _controller(self, session_id: str) -> GoalController:
+        controller = self._controllers.get(session_id)
+        if controller is not None:
+            return controller
+        from clients.loom import FaceError
+        from orchestrator.events import Event
+        from orchestrator.goals.controller import GoalController
+        from orchestrator.goals.face import GoalChildren
+
+        client = await self._face_client()
+        log = self.host.runtime.log
+
+        async def append(events: list[Event] | tuple[Event, ...] | Any) -> None:
+            await log.append(*events)
+
+        children = GoalChildren(client, session_id, append, refusals=(FaceError,))
+        return self._controllers.setdefault(session_id, GoalController(children, session_id, self._settings()))
+
+    async def _face_client(self) -> LoomClient:
+        async with self._connecting:
+            if self._client is None:
+                assert self._tg is not None, "the host's goals are not open"
+                await self._tg.start(self._hold_client)
+            assert self._client is not None
+            return self._client
+
+    async def _hold_client(self, *, task_status: TaskStatus[Any]) -> None:
+        """One client of the face for every goal, open (in this task, as its task groups need) until the end."""
+        from servers.subagents import in_process
+
+        async with in_process(self.host.face_server)() as client:
+            self._client = client
+            task_status.started()
+            await anyio.sleep_forever()

@@ -1,0 +1,68 @@
+"""Goals over a real runtime: work sessions and graders are child sessions on scripted models, SQLite underneath."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from orchestrator.events_long import GoalBudget, GoalFinished, GoalSessionStarted, GoalStarted, GoalVerdict
+from orchestrator.messages import TextBlock
+from tests.orchestrator.goals.loom_goals import loom, prepare, verdict
+
+pytestmark = pytest.mark.anyio
+
+CRITERIA = ["out.txt exists", "the tests pass"]
+
+
+async def test_a_goal_that_needs_three_sessions_carries_each_verdicts_findings_into_the_next(tmp_path: Path) -> None:
+    failing = verdict(True, False, reason="")
+    first = failing.replace("criterion 2 is not met yet", "tests/test_x.py fails: 3 errors")
+    second = failing.replace("criterion 2 is not met yet", "tests/test_x.py still fails on test_empty")
+    work_model = prepare(tmp_path, [first, second, verdict(True, True)])
+    async with loom(tmp_path) as (host, face):
+        started = await face.start_goal(
+            "make the tests pass", CRITERIA, cwd=str(tmp_path / "work"), mode="bypass", model=work_model
+        )
+        assert started.status == "running" and started.budget.sessions == 5
+        with anyio.fail_after(60):
+            done = await face.get_goal(started.goal_id, wait_s=50)
+        models = {a.session_id: (await host.session(a.session_id)).model for a in done.attempts}
+        events = list(await host.runtime.log.store.read_events(done.session_id))
+        listed = await face.list_goals()
+    assert done.status == "completed", done
+    assert [a.passed for a in done.attempts] == [False, False, True]
+    assert done.spent.sessions == 3 and done.spent.steps == 9 and done.left == []
+    # What each work session's model received first: the goal, the criteria, and the previous verdict's findings.
+    firsts = [models[a.session_id].requests[0].messages[0].text for a in done.attempts]  # type: ignore[attr-defined]
+    assert all("make the tests pass" in text and "the tests pass" in text for text in firsts)
+    assert "tests/test_x.py" not in firsts[0]
+    assert "tests/test_x.py fails: 3 errors" in firsts[1]
+    assert "still fails on test_empty" in firsts[2] and "fails: 3 errors" not in firsts[2]
+    # The grader saw the evidence: the files written, the command and its output, the final answer.
+    grader = await host.session(done.attempts[0].grader_session_id)
+    brief = "".join(b.text for b in grader.model.requests[0].messages[0].content if isinstance(b, TextBlock))  # type: ignore[attr-defined]
+    assert "- out.txt" in brief and "session 1" in brief and "Ran the counter" in brief and "2. the tests pass" in brief
+    kinds = [type(e) for e in events if isinstance(e, GoalStarted | GoalSessionStarted | GoalVerdict | GoalFinished)]
+    assert kinds == [GoalStarted] + [GoalSessionStarted, GoalVerdict] * 3 + [GoalFinished]
+    assert [g.goal_id for g in listed] == [started.goal_id]
+
+
+async def test_a_goal_out_of_sessions_fails_with_what_is_left(tmp_path: Path) -> None:
+    work_model = prepare(tmp_path, [verdict(True, False)] * 3)
+    async with loom(tmp_path) as (_, face):
+        started = await face.start_goal(
+            "make the tests pass",
+            CRITERIA,
+            budget=GoalBudget(sessions=2),
+            cwd=str(tmp_path / "work"),
+            mode="bypass",
+            model=work_model,
+        )
+        with anyio.fail_after(60):
+            done = await face.get_goal(started.goal_id, wait_s=50)
+    assert done.status == "failed" and "2 sessions is spent" in done.reason, done
+    assert len(done.attempts) == 2 and done.spent.sessions == 2
+    assert done.left == ["the tests pass - criterion 2 is not met yet"]
+    assert (tmp_path / "work" / "n.txt").read_text().strip() == "2"
