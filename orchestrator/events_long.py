@@ -200,6 +200,13 @@ class HandoffWritten(_EventBase):
     instructions: list[str] = Field(default_factory=list[str])
     """The user's instructions, carried verbatim."""
     trigger: HandoffTrigger = "manual"
+    extra: str = ""
+    """What the person asked the fresh session besides (``handoff_session``'s ``instructions``), verbatim."""
+    from_session_id: str = ""
+    """Set on the copy that opens the fresh session (``session_id`` and ``to_session_id`` both the fresh one): the
+    session whose handoff it is. The fresh session's history starts with this copy's text."""
+    attempts: int = 1
+    """How many times the model was asked for the handoff (a second time when the first failed its checks)."""
 
 
 class MemoryArchived(_EventBase):
@@ -210,3 +217,10 @@ class MemoryArchived(_EventBase):
     to_namespace: str
     keys: list[str] = Field(default_factory=list[str])
     """The notes promoted (by key or title)."""
+    renamed: dict[str, str] = Field(default_factory=dict[str, str])
+    """Notes promoted under another key, because the project already had a different note under theirs: session key
+    -> the key it has in the project (nothing is overwritten)."""
+    unchanged: list[str] = Field(default_factory=list[str])
+    """Notes the project already had, word for word (promoted before): nothing to do."""
+    skipped: list[str] = Field(default_factory=list[str])
+    """Notes that could not be promoted, each ``key: why`` (a key that is not UTF-8 or not a slug, say)."""

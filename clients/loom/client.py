@@ -27,6 +27,7 @@ from orchestrator.protocol import (
     SessionList,
 )
 from orchestrator.protocol_commands import ModeInfo, SkillList
+from orchestrator.protocol_long import HandoffReport, MemoryArchiveInfo
 from orchestrator.protocol_questions import QuestionInfo, QuestionList
 from orchestrator.protocol_review import ReviewInfo
 from orchestrator.protocol_servers import ModelList, ServerList
@@ -277,6 +278,25 @@ class LoomClient:
     async def rewind_session(self, session_id: str, to_run_id: str) -> RewindInfo:
         """Restore the files Loom's tools changed since ``to_run_id`` began, and branch the conversation there."""
         return await self.call("rewind_session", RewindInfo, session_id=session_id, to_run_id=to_run_id)
+
+    # -- handoff and memory --------------------------------------------------------------------------
+
+    async def handoff_session(
+        self, session_id: str, instructions: str = "", *, keep_memory: bool = False
+    ) -> HandoffReport:
+        """Hand an idle session off to a fresh one, starting from the handoff its model writes (the old is archived)."""
+        arguments: dict[str, Any] = {"session_id": session_id, "instructions": instructions}
+        if keep_memory:
+            arguments["keep_memory"] = True
+        return await self.call("handoff_session", HandoffReport, **arguments)
+
+    async def get_handoff(self, session_id: str) -> HandoffReport:
+        """The handoff a session wrote, or (a fresh session's id) the one it started from."""
+        return await self.call("get_handoff", HandoffReport, session_id=session_id)
+
+    async def archive_memory(self, session_id: str) -> MemoryArchiveInfo:
+        """Promote the notes a session saved in its session namespace to its project's namespace."""
+        return await self.call("archive_memory", MemoryArchiveInfo, session_id=session_id)
 
     # -- commands ------------------------------------------------------------------------------------
 

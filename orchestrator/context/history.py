@@ -13,6 +13,9 @@ after the resume join those recorded before it, and the resume's note to the mod
 the rebuilt history is what the resumed run's model saw. The advisor's warnings about a batch
 (``advisor_reviewed`` with the verdict ``warn``) follow its results, before any resume note, as the loop placed them.
 
+A session started from another's handoff opens with a copy of it (``handoff_written`` with ``from_session_id``):
+its history begins with the handoff as a user turn, before its first message.
+
 A compaction (``context_compacted``) replaces older history in the model's context by a summary while
 the raw events stay in the store: the history is then the summary, as a user turn, followed by the
 history rebuilt from the events the compaction kept. Only the latest compaction matters (each one
@@ -35,6 +38,7 @@ from orchestrator.events import (
     ToolCallFinished,
     UserMessage,
 )
+from orchestrator.events_long import HandoffWritten
 from orchestrator.loop.advisor import advice_note
 from orchestrator.messages import Message, TextBlock, ToolResultBlock
 
@@ -71,6 +75,21 @@ def summary_text(event: ContextCompacted) -> str:
 def summary_message(event: ContextCompacted) -> Message:
     """The user turn that stands for everything ``event`` replaced."""
     return Message(role="user", content=[TextBlock(text=summary_text(event))])
+
+
+def handoff_text(event: HandoffWritten) -> str:
+    """The handoff a fresh session starts from, as its model reads it: framed, with the instructions verbatim."""
+    parts = [
+        f"[Loom started this session from the handoff of session {event.from_session_id}, which ended there; its"
+        " history is kept in the store. Carry on the work from this handoff.]",
+        event.text,
+    ]
+    if event.instructions:
+        quoted = "\n".join(f"<instruction>\n{text}\n</instruction>" for text in event.instructions)
+        parts.append(f"The user's instructions so far, verbatim:\n{quoted}")
+    if event.extra.strip():
+        parts.append(f"For this session, the user adds:\n{event.extra}")
+    return "\n\n".join(parts)
 
 
 def user_turn(text: str) -> Message:
@@ -155,6 +174,10 @@ def _rebuild(events: Iterable[Event], *, open_tail: bool) -> tuple[list[Message]
         if isinstance(event, UserMessage):
             close_turn()
             history.append(user_turn(event.text))
+        elif isinstance(event, HandoffWritten) and event.from_session_id:
+            # The opening of a session started from a handoff: the first thing its model reads.
+            close_turn()
+            history.append(user_turn(handoff_text(event)))
         elif isinstance(event, AssistantMessage):
             close_turn()
             if event.seq is not None:

@@ -130,16 +130,7 @@ def check_summary(summary: str, plan: CompactionPlan) -> str | None:
         ``None``, or one message naming every problem (missing sections, instructions not carried
         verbatim, not shorter than the history it replaces).
     """
-    problems: list[str] = []
-    headings = {_squash(m.group(1)).lower() for line in summary.splitlines() if (m := _HEADING.fullmatch(line.strip()))}
-    missing = [name for name in SECTIONS if name.lower() not in headings]
-    if missing:
-        problems.append("missing sections: " + ", ".join(f'"## {name}"' for name in missing))
-    text = _squash(summary)
-    lost = [i for i in plan.instructions if _squash(i) and _squash(i) not in text]
-    if lost:
-        quoted = "; ".join(json.dumps(_clip(i), ensure_ascii=False) for i in lost)
-        problems.append(f"user instructions not quoted verbatim ({len(lost)}): {quoted}")
+    problems = check_shape(summary, SECTIONS, plan.instructions)
     tokens = estimate_text(summary)
     if tokens >= plan.tokens_dropped:
         problems.append(
@@ -147,6 +138,29 @@ def check_summary(summary: str, plan: CompactionPlan) -> str | None:
             f" (about {plan.tokens_dropped} tokens)"
         )
     return "; ".join(problems) or None
+
+
+def check_shape(text: str, sections: Sequence[str], instructions: Sequence[str]) -> list[str]:
+    """What is wrong with the shape of ``text`` (a summary, a handoff): sections missing, instructions not quoted.
+
+    A section is present when a line ``## <name>`` exists (case and surrounding whitespace ignored). An
+    instruction is carried when it occurs in ``text`` exactly, runs of whitespace aside. Shared by the compaction
+    summary and the handoff (:mod:`orchestrator.context.handoff`), so both are held to the same rules.
+
+    Returns:
+        One message per kind of problem, in the order above; empty when there is none.
+    """
+    problems: list[str] = []
+    headings = {_squash(m.group(1)).lower() for line in text.splitlines() if (m := _HEADING.fullmatch(line.strip()))}
+    missing = [name for name in sections if name.lower() not in headings]
+    if missing:
+        problems.append("missing sections: " + ", ".join(f'"## {name}"' for name in missing))
+    squashed = _squash(text)
+    lost = [i for i in instructions if _squash(i) and _squash(i) not in squashed]
+    if lost:
+        quoted = "; ".join(json.dumps(_clip(i), ensure_ascii=False) for i in lost)
+        problems.append(f"user instructions not quoted verbatim ({len(lost)}): {quoted}")
+    return problems
 
 
 _WHITESPACE = re.compile(r"\s+")

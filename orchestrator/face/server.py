@@ -30,6 +30,7 @@ from orchestrator.face.command_tools import add_command_tools
 from orchestrator.face.context_tools import add_context_tools
 from orchestrator.face.features import FaceServer
 from orchestrator.face.goal_tools import add_goal_tools
+from orchestrator.face.handoff_tools import add_handoff_tools
 from orchestrator.face.input import check_directory
 from orchestrator.face.live import read_back, read_page, stream_pages
 from orchestrator.face.models import child_model, top_level_model
@@ -397,6 +398,7 @@ def build_face(host: SessionHost) -> MCPServer:
     add_review_tools(face, host)
     add_server_tools(face, host)
     add_question_tools(face, host)
+    add_handoff_tools(face, host)
     return face
 
 

@@ -38,6 +38,7 @@ from orchestrator.loop.resume import RESUMABLE, ResumeError, find_resume_point
 from orchestrator.models.base import Model
 from orchestrator.runtime.children import reopening
 from orchestrator.runtime.goals import Goals
+from orchestrator.runtime.handoff import Handoffs, HandoffSeed
 from orchestrator.runtime.host_children import ChildHost
 from orchestrator.runtime.host_records import SessionRecords
 from orchestrator.runtime.host_runs import HostError, LiveRuns, RunDesk, RunHandle, RunView
@@ -99,6 +100,8 @@ class SessionHost(RunDesk, SessionRecords, IdleCloser, ChildHost):
         """The orchestrations its sessions run (entered after the task group, so they stop before the sessions)."""
         self.goals = Goals(self)
         """The goals its sessions hold (entered like the orchestrations)."""
+        self.handoffs = Handoffs(self)
+        """Sessions handing off to fresh ones (no run may start in one meanwhile), and the handoffs written."""
 
     async def __aenter__(self) -> Self:
         self._tg = await self._exit.enter_async_context(anyio.create_task_group())
@@ -133,12 +136,14 @@ class SessionHost(RunDesk, SessionRecords, IdleCloser, ChildHost):
         headless: bool = False,
         notice: str = "",
         advisor: str | None = None,
+        handoff: HandoffSeed | None = None,
     ) -> Session:
         """Open a new session; its tools stay connected until it is closed (idle, or the host closing).
 
         A ``headless`` session denies what policy would ask about, since nobody will answer. A ``notice`` is
         recorded as the session's first notice (what a user should know about it, such as the demo model).
-        ``advisor`` is the session's own advisor mode (None: as configured).
+        ``advisor`` is the session's own advisor mode (None: as configured). ``handoff``: it starts from another
+        session's handoff (:mod:`orchestrator.runtime.handoff`).
 
         Raises:
             HostError: ``cwd`` is not a directory, or ``mode`` is unknown.
@@ -153,12 +158,14 @@ class SessionHost(RunDesk, SessionRecords, IdleCloser, ChildHost):
             resolved = Path(await path.resolve())
         except OSError as exc:  # too long, no permission, a loop: the path cannot be used, and the reason says why
             raise HostError(f"cannot use {str(cwd)[:200]!r} as the working directory: {exc.strerror or exc}") from exc
-        return await self._open(resolved, model, mode, None, headless, notice, advisor=advisor)
+        return await self._open(resolved, model, mode, None, headless, notice, advisor=advisor, handoff=handoff)
 
-    async def open_child(self, model: Model, opening: ChildOpening) -> Session:
+    async def open_child(self, model: Model, opening: ChildOpening, *, handoff: HandoffSeed | None = None) -> Session:
         """Open a new child session in its bounds' directory and mode (nobody to ask if its chain has nobody)."""
         bounds = opening.bounds
-        return await self._open(Path(bounds.cwd), model, bounds.mode, None, bounds.deny_asks, child=opening)
+        return await self._open(
+            Path(bounds.cwd), model, bounds.mode, None, bounds.deny_asks, child=opening, handoff=handoff
+        )
 
     async def _open(
         self,
@@ -170,13 +177,14 @@ class SessionHost(RunDesk, SessionRecords, IdleCloser, ChildHost):
         notice: str = "",
         child: ChildOpening | None = None,
         advisor: str | None = None,
+        handoff: HandoffSeed | None = None,
     ) -> Session:
         assert self._tg is not None, "the host is not open"
         entry = OpenSession(session_id or "", anyio.current_time())
         failed: list[str] = []
         ready = anyio.Event()
         self._tg.start_soon(
-            self._own_session, cwd, model, mode, (headless, notice, child, advisor), entry, failed, ready
+            self._own_session, cwd, model, mode, (headless, notice, child, advisor, handoff), entry, failed, ready
         )
         await ready.wait()
         session = entry.session
@@ -195,13 +203,13 @@ class SessionHost(RunDesk, SessionRecords, IdleCloser, ChildHost):
         cwd: Path,
         model: Model,
         mode: str,
-        how: tuple[bool, str, ChildOpening | None, str | None],
+        how: tuple[bool, str, ChildOpening | None, str | None, HandoffSeed | None],
         entry: OpenSession,
         failed: list[str],
         ready: anyio.Event,
     ) -> None:
         try:
-            headless, notice, child, advisor = how
+            headless, notice, child, advisor, handoff = how
             session_id = entry.session_id or None
             async with self.runtime.open_session(
                 cwd,
@@ -212,6 +220,7 @@ class SessionHost(RunDesk, SessionRecords, IdleCloser, ChildHost):
                 notice=notice,
                 child=child,
                 advisor=advisor,
+                handoff=handoff,
             ) as session:
                 entry.session = session
                 ready.set()
@@ -284,6 +293,7 @@ class SessionHost(RunDesk, SessionRecords, IdleCloser, ChildHost):
         Raises:
             HostError: the session cannot be used.
         """
+        self.handoffs.check(session_id)
         session = await self.session(session_id)
         assert self._tg is not None, "the host is not open"
         ahead = self.live.of(session.id)
@@ -381,6 +391,7 @@ class SessionHost(RunDesk, SessionRecords, IdleCloser, ChildHost):
             raise HostError(f"no run {run_id!r}; read_events or list_sessions show the existing ones")
         if record.status not in RESUMABLE:
             raise HostError(f"run {run_id!r} is {record.status}; only an interrupted run can be resumed")
+        self.handoffs.check(record.session_id)
         session = await self.session(record.session_id)
         if self.live.of(session.id):
             raise HostError(f"session {session.id!r} has a run in progress; wait for it or cancel it first")

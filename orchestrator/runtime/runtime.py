@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 
     from orchestrator.config import AdvisorSettings
     from orchestrator.loop.advisor import Advisor
+    from orchestrator.runtime.handoff import HandoffSeed
 
 __all__ = ["DEFAULT_MAX_STEPS", "ChildOpening", "RunResult", "Runtime", "Session", "new_id"]
 
@@ -144,6 +145,7 @@ class Runtime:
         warnings: Sequence[str] = (),
         child: ChildOpening | None = None,
         advisor: str | None = None,
+        handoff: HandoffSeed | None = None,
     ) -> AsyncIterator[Session]:
         """Create a session working in ``cwd`` (or reopen ``session_id`` from the store) and connect its tools.
 
@@ -155,6 +157,8 @@ class Runtime:
         ``child`` opens a child session: its bounds (narrowed from its parent's, which decide its calls instead of
         ``mode``, ``rules`` and ``headless``), its place in the tree and the request it was narrowed by (recorded
         when the child is created, so that a reopened child is bounded the same way).
+        ``handoff`` starts a new session from another's handoff: its events go in the batch that creates the session
+        (see :mod:`orchestrator.runtime.handoff`), and its history starts from them.
         The tools are disconnected when the context exits; the session itself stays in the store.
         """
         from servers import fs, mcp_access, shell, subagents
@@ -186,8 +190,13 @@ class Runtime:
                     agent=lineage.agent if lineage else "",
                     request=child.request if child is not None else None,
                     advisor=advisor or "",
+                    handoff_from=handoff.from_session_id if handoff is not None else "",
                 )
             )
+            if handoff is not None:  # one batch: the new session never exists without the handoff it starts from
+                seeded = handoff.events(session_id)
+                opening.extend(seeded)
+                history = rebuild_history(e for e in seeded if e.session_id == session_id)
         else:
             events = await self.log.store.read_events(session_id)
             history = rebuild_history(events)

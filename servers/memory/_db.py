@@ -136,6 +136,20 @@ def snippet(body: str, query: str, width: int = 60) -> str:
     return ("…" if start > 0 else "") + text + ("…" if end < len(body) else "")
 
 
+@dataclass(frozen=True)
+class Archive:
+    """What promoting a session's notes to the project did (see :meth:`Database.archive`)."""
+
+    promoted: list[str]
+    """Keys the project now has from the session, as stored there (a renamed note under its new key)."""
+    renamed: dict[str, str]
+    """Session key -> project key, for notes kept beside a different project note of the same key."""
+    unchanged: list[str]
+    """Session keys whose note the project already has word for word (promoted before)."""
+    skipped: list[str]
+    """``key: why`` for notes that could not be promoted (the key shown escaped when it is not text)."""
+
+
 class Database:
     """One SQLite file of notes, seen from one project and one session.
 
@@ -246,6 +260,95 @@ class Database:
         )
         return deleted == 1
 
+    async def archive(self) -> Archive:
+        """Promote this view's session notes to its project: copies, so the session keeps its own.
+
+        Only this view's session scope is read (another session's notes are never seen) and no project note is
+        overwritten: a project note of the same key with another body is kept, and the session's note goes beside
+        it under ``<key>.<session>`` (then ``-2``, ``-3``...). Run again, nothing is promoted twice. A row whose key
+        or body is not UTF-8 text, or whose key is not a slug (written by other code), is skipped and named.
+        All in one transaction, so servers promoting at once cannot interleave.
+
+        Raises:
+            NoteError: this view has no session scope (a server started without ``--session``).
+            DatabaseError: the database could not be read or written.
+        """
+        session = self._scopes["session"]
+        if not session:
+            raise NoteError(
+                "this memory server has no session scope (--session), so it has no session notes to archive"
+            )
+        project = self._scopes["project"]
+        promoted: list[str] = []
+        renamed: dict[str, str] = {}
+        unchanged: list[str] = []
+        skipped: list[str] = []
+        try:
+            await self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                # As bytes: a key or body that is not UTF-8 would otherwise fail the whole read.
+                rows = await self._rows(
+                    "SELECT CAST(key AS BLOB), CAST(body AS BLOB), created FROM notes WHERE namespace='session' "
+                    "AND scope=? ORDER BY key",
+                    (session,),
+                )
+                for raw_key, raw_body, created in rows:
+                    key, body, why = _readable(raw_key, raw_body)
+                    if why:
+                        skipped.append(f"{key}: {why}")
+                        continue
+                    target = await self._free_key(project, key, body, session)
+                    if target is None:
+                        unchanged.append(key)
+                        continue
+                    await self._conn.execute(
+                        f"INSERT INTO notes (scope, {_COLUMNS}) VALUES (?,?,?,?,?,?)",
+                        (project, "project", target, body, created, max(time.time(), created)),
+                    )
+                    promoted.append(target)
+                    if target != key:
+                        renamed[key] = target
+                await self._conn.execute("COMMIT")
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    if self._conn.in_transaction:
+                        await self._conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise DatabaseError(
+                f"could not archive session notes in the memory database at {self.path}: {exc}"
+            ) from exc
+        return Archive(promoted, renamed, unchanged, skipped)
+
+    async def _free_key(self, project: str, key: str, body: str, session: str) -> str | None:
+        """The project key the session's note goes under: its own if free, else ``<key>.<session>``, ``-2``...
+
+        None: the project has this very note (same body) under its own key or one of the candidates already.
+        """
+        suffix = re.sub(r"[^a-z0-9]+", "", session.lower())[-12:] or "session"
+        candidates = [key]
+        base = f"{key[: MAX_KEY_CHARS - len(suffix) - 4]}.{suffix}"
+        candidates += [base, *(f"{base}-{n}" for n in range(2, 100))]
+        for candidate in candidates:
+            existing = await self._project_body(project, candidate)
+            if existing == body:
+                return None
+            if existing is None:
+                return candidate
+        raise NoteError(f"no free key in the project for the session's note {key!r}")
+
+    async def _project_body(self, project: str, key: str) -> str | None:
+        rows = await self._rows(
+            "SELECT CAST(body AS BLOB) FROM notes WHERE namespace='project' AND scope=? AND key=?", (project, key)
+        )
+        if not rows:
+            return None
+        return bytes(rows[0][0]).decode("utf-8", errors="replace")
+
+    async def _rows(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        async with self._conn.execute(sql, params) as cur:
+            return list(await cur.fetchall())
+
     async def _write(self, sql: str, params: Sequence[Any]) -> int:
         try:
             cur = await self._conn.execute(sql, params)
@@ -259,6 +362,25 @@ class Database:
                 return list(await cur.fetchall())
         except sqlite3.Error as exc:
             raise DatabaseError(f"could not read the memory database at {self.path}: {exc}") from exc
+
+
+def _readable(raw_key: Any, raw_body: Any) -> tuple[str, str, str]:
+    """A stored row's key and body as text, and why it cannot be promoted ('' when it can)."""
+    key_bytes = bytes(raw_key) if raw_key is not None else b""
+    try:
+        key = key_bytes.decode("utf-8")
+    except UnicodeDecodeError:
+        return repr(key_bytes)[:80], "", "the key is not UTF-8 text"
+    try:
+        body = (bytes(raw_body) if raw_body is not None else b"").decode("utf-8")
+    except UnicodeDecodeError:
+        return key[:80], "", "the body is not UTF-8 text"
+    try:
+        check_key(key)
+        check_body(body)
+    except NoteError as exc:
+        return repr(key)[:80], "", str(exc)
+    return key, body, ""
 
 
 async def _schema_version(conn: aiosqlite.Connection) -> int:

@@ -35,6 +35,7 @@ __all__ = ["build_server", "main", "prepare_server"]
 
 _READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 _SET = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+_ARCHIVE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 _DELETE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
 
 _NAMESPACE = Field(
@@ -99,6 +100,21 @@ class Deleted(BaseModel):
 
     namespace: str
     key: str
+
+
+class Archived(BaseModel):
+    """What ``archive`` did: the session's notes promoted to the project namespace (copies; nothing overwritten)."""
+
+    from_namespace: str = "session"
+    to_namespace: str = "project"
+    keys: list[str]
+    """The project keys the session's notes now have there (a renamed note under its new key)."""
+    renamed: dict[str, str]
+    """Session key -> project key, where the project already had a different note under the session's key."""
+    unchanged: list[str]
+    """Session keys whose note the project already had word for word."""
+    skipped: list[str]
+    """``key: why`` for notes that could not be promoted."""
 
 
 class NotesMarkdown(BaseModel):
@@ -211,6 +227,22 @@ async def delete_note(ctx: Context, namespace: Annotated[str, _NAMESPACE], key: 
     return Deleted(namespace=namespace, key=key)
 
 
+async def archive_notes(ctx: Context) -> Archived:
+    """Promote this session's notes to the project namespace, so later sessions of the project start with them.
+
+    Copies: the session keeps its own. A project note is never overwritten: where the project has another note under
+    the same key, the session's goes beside it under ``<key>.<session>``. Running it again promotes nothing twice.
+    """
+    db = _db(ctx)
+    with _reported():
+        done = await db.archive()
+    if done.promoted:
+        await _tell(ctx, f"promoted {len(done.promoted)} session note(s) to the project: {', '.join(done.promoted)}")
+        for key in done.promoted:
+            await _changed(ctx, "project", key, listing=True)
+    return Archived(keys=done.promoted, renamed=done.renamed, unchanged=done.unchanged, skipped=done.skipped)
+
+
 def render_markdown(namespace: str, notes: Sequence[Note]) -> str:
     """``# namespace`` then, per note in the given order, ``## key`` and its body."""
     parts = [f"# {namespace}\n"]
@@ -255,8 +287,8 @@ def build_server(db_path: Path, *, project: str = "", session: str = "") -> MCPS
         session: the current session, e.g. its id; ``''`` (the default) is the unscoped session namespace.
 
     Returns:
-        An MCPServer named ``"memory"`` with the tools set, get, list, search, delete and notes_md, the notes as
-        ``memory://`` resources with completion of namespaces and keys, and logging to the client (see
+        An MCPServer named ``"memory"`` with the tools set, get, list, search, delete, notes_md and archive, the
+        notes as ``memory://`` resources with completion of namespaces and keys, and logging to the client (see
         `servers.memory._protocol`).
     """
     return prepare_server(db_path, project=project, session=session).build()
@@ -314,7 +346,7 @@ _INSTRUCTIONS = (
     "project, and `session` notes to the current session, so other projects and sessions never see them. "
     "`list` gives a namespace's index (key and first line); `get` pulls a body when you need it; "
     "`set` stores or replaces a note; `search` finds text; `delete` removes a note; "
-    "`notes_md` shows a namespace as markdown."
+    "`notes_md` shows a namespace as markdown; `archive` copies this session's notes to the project."
 )
 _BINDINGS = (
     Binding(set_note, "set", annotations=_SET),
@@ -323,6 +355,7 @@ _BINDINGS = (
     Binding(search_notes, "search", annotations=_READ),
     Binding(delete_note, "delete", annotations=_DELETE),
     Binding(notes_md, "notes_md", annotations=_READ),
+    Binding(archive_notes, "archive", annotations=_ARCHIVE),
 )
 
 

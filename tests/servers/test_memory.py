@@ -29,13 +29,15 @@ async def connected(path: Path, mode: str = "auto", *, project: str = "", sessio
 async def test_tools_and_their_hints(tmp_path: Path, mode: str) -> None:
     async with connected(tmp_path / "memory.db", mode) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) == {"set", "get", "list", "search", "delete", "notes_md"}
+    assert set(tools) == {"set", "get", "list", "search", "delete", "notes_md", "archive"}
     hints = {name: t.annotations for name, t in tools.items()}
     assert all(h is not None for h in hints.values())
     read_only = {name for name, h in hints.items() if h and h.read_only_hint}
     assert read_only == {"get", "list", "search", "notes_md"}
     assert hints["set"] is not None and hints["set"].idempotent_hint
     assert hints["delete"] is not None and hints["delete"].destructive_hint
+    archive = hints["archive"]
+    assert archive is not None and archive.idempotent_hint and not archive.destructive_hint
 
 
 @pytest.mark.parametrize("mode", IN_PROCESS_MODES)
