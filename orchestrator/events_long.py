@@ -82,6 +82,9 @@ class TodoUpdated(_EventBase):
     type: Literal["todo_updated"] = "todo_updated"
     run_id: str | None = None
     items: list[TodoItem] = Field(default_factory=list[TodoItem])
+    carried: bool = False
+    """Recorded again by a compaction (in its batch), not written by the model: the items did not change. It keeps
+    the plan among the events the model's context is rebuilt from; a client showing changes may skip it."""
 
 
 # -- loop detection ------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, Field, WithJsonSchema
 
 from orchestrator.events import EVENT_ADAPTER, Event, ToolProgress
+from orchestrator.events_long import TodoItem
 
 __all__ = [
     "DRIVING_CLIENT_META",
@@ -100,6 +101,10 @@ class SessionInfo(BaseModel):
     """The parent's run that started the child."""
     agent: str = ""
     """The agent definition the child runs as (empty: none)."""
+    todos: list[TodoItem] = Field(default_factory=list[TodoItem])
+    """The model's plan (its ``todo`` tool) as it now stands, in order: each item's text and status (``pending``,
+    ``in_progress``, ``completed``). get_session gives it; list_sessions leaves it empty. Each change is a
+    ``todo_updated`` event on the session's stream."""
 
 
 class SessionList(BaseModel):

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 from orchestrator.context.history import rebuild_context, summary_message, summary_text
+from orchestrator.context.plan import latest_plan
 from orchestrator.context.summary import SECTIONS, SUMMARY_BUDGET_TOKENS, check_summary, summary_request
 from orchestrator.context.tokens import estimate_message, estimate_messages, estimate_text
 from orchestrator.events import (
@@ -257,7 +258,9 @@ async def compact(
                 tokens_after=0,  # set below: the summary turn's size depends on the event's own framing
                 attempts=attempt,
             )
-            tokens_after = overhead_tokens + estimate_messages([summary_message(event)]) + plan.tokens_kept
+            # The summary's turn also holds the plan, which the caller records again with the compaction.
+            turn = summary_message(event, latest_plan(events))
+            tokens_after = overhead_tokens + estimate_messages([turn]) + plan.tokens_kept
             return event.model_copy(update={"tokens_after": tokens_after})
         problem = found
     return failed(f"the summary failed its checks {MAX_ATTEMPTS} times ({problem})", MAX_ATTEMPTS)

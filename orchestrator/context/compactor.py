@@ -8,7 +8,8 @@ model call failed) keeps the history as it is and says so, and is not tried agai
 every model call paying for two failing summaries would be worse than a full context.
 
 After a compaction the session's history is rebuilt from the store, so the model sees exactly what
-a reopened session would: the summary, then the events it kept.
+a reopened session would: the summary, then the events it kept. The model's plan is recorded again with
+the compaction, so that the summary's turn shows it verbatim (:mod:`orchestrator.context.plan`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Literal
 
 from orchestrator.context.compaction import CompactionPreview, compact, preview_compaction
 from orchestrator.context.history import rebuild_history
+from orchestrator.context.plan import carry_plan
 from orchestrator.context.tokens import estimate_overhead
 from orchestrator.context.watermark import ContextMeter
 from orchestrator.events import CompactionFailed, CompactionTrigger, ContextCompacted, Notice
@@ -138,9 +140,10 @@ class Compactor:
             await self.log.append(event, notice)
             return event
         watermark = self.meter.event(event.tokens_after, session_id=self.session_id, run_id=run_id)
-        await self.log.append(event, watermark)
+        carried = carry_plan(events, event)
+        await self.log.append(event, watermark, *carried)
         # Only once the store has it: a compaction that was not recorded must not change what the model sees.
-        history[:] = rebuild_history([*events, event])
+        history[:] = rebuild_history([*events, event, *carried])
         self.meter.reset()
         return event
 

@@ -20,6 +20,8 @@ A compaction (``context_compacted``) replaces older history in the model's conte
 the raw events stay in the store: the history is then the summary, as a user turn, followed by the
 history rebuilt from the events the compaction kept. Only the latest compaction matters (each one
 summarises the one before it), so the rebuild finds it from the end and never reads the dropped part.
+The model's plan, as the compaction carried it, follows the summary in its turn, verbatim
+(:mod:`orchestrator.context.plan`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from orchestrator.context.plan import PlanItems, carried_plan, plan_section
 from orchestrator.context.truncation import clip_result
 from orchestrator.events import (
     AdvisorReviewed,
@@ -72,9 +75,9 @@ def summary_text(event: ContextCompacted) -> str:
     )
 
 
-def summary_message(event: ContextCompacted) -> Message:
-    """The user turn that stands for everything ``event`` replaced."""
-    return Message(role="user", content=[TextBlock(text=summary_text(event))])
+def summary_message(event: ContextCompacted, plan: PlanItems = ()) -> Message:
+    """The user turn that stands for everything ``event`` replaced, with the plan it carried (if any) after it."""
+    return Message(role="user", content=[TextBlock(text=summary_text(event) + plan_section(plan))])
 
 
 def handoff_text(event: HandoffWritten) -> str:
@@ -127,7 +130,7 @@ def rebuild_context(events: Iterable[Event], *, open_tail: bool = False) -> Rebu
         start -= 1
     tail = [e for e in seq_events[start:] if _kept(e, kept_from)]
     kept, kept_seqs = _rebuild(tail, open_tail=open_tail)
-    summary = summary_message(compaction)
+    summary = summary_message(compaction, carried_plan(seq_events, index))
     if kept and kept[0].role == "user":
         messages = [Message(role="user", content=[*summary.content, *kept[0].content]), *kept[1:]]
         return RebuiltContext(compaction, tail, messages, kept_seqs)

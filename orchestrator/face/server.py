@@ -233,9 +233,10 @@ def build_face(host: SessionHost) -> MCPServer:
 
     @face.tool(annotations=_READ_ONLY)
     async def get_session(session_id: str) -> SessionInfo:
-        """One session's state, including the seq of its newest event."""
+        """One session's state, including the seq of its newest event and the model's plan (todos)."""
         with _tool_errors():
-            return session_info(await host.record(session_id))
+            record = await host.record(session_id)
+            return session_info(record).model_copy(update={"todos": await host.todos(record)})
 
     @face.tool()
     async def archive_session(session_id: str) -> SessionInfo:

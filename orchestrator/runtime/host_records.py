@@ -8,8 +8,10 @@ archived or rewound until it ends).
 from __future__ import annotations
 
 from orchestrator.events import SessionArchived
+from orchestrator.events_long import TodoItem
 from orchestrator.runtime.host_runs import HostError, LiveRuns
-from orchestrator.runtime.runtime import Runtime
+from orchestrator.runtime.runtime import Runtime, Session
+from orchestrator.runtime.todo import stored_plan
 from orchestrator.store.interface import SessionRecord
 from orchestrator.store.rewind import RewindError, RewindResult, rewind
 
@@ -21,6 +23,7 @@ class SessionRecords:
 
     runtime: Runtime
     live: LiveRuns
+    sessions: dict[str, Session]
 
     async def record(self, session_id: str) -> SessionRecord:
         """A session's stored record.
@@ -32,6 +35,13 @@ class SessionRecords:
         if record is None:
             raise HostError(f"no session {session_id!r}; list_sessions shows the existing ones")
         return record
+
+    async def todos(self, record: SessionRecord) -> list[TodoItem]:
+        """The session's plan: from memory while it is open in this process, else read back from its events."""
+        session = self.sessions.get(record.id)
+        if session is not None:
+            return session.plan.items
+        return await stored_plan(self.runtime.log.store, record.id, record.last_seq)
 
     def session_state(self, record: SessionRecord) -> str:
         """``archived``, ``active`` (a run of it is in progress in this process) or ``idle``."""

@@ -19,6 +19,7 @@ import anyio.to_thread
 from orchestrator.config import ServerConfig, ShellOptions
 from orchestrator.context.history import rebuild_history
 from orchestrator.context.instructions import project_root
+from orchestrator.context.plan import latest_plan
 from orchestrator.context.prompt_cache import MemoryScope, seed_new_session
 from orchestrator.events import (
     Event,
@@ -47,6 +48,7 @@ from orchestrator.runtime.questions import QuestionDesk
 from orchestrator.runtime.runs import DEFAULT_MAX_STEPS, RunResult, new_id
 from orchestrator.runtime.session import Session
 from orchestrator.runtime.session_tools import prepare_session_tools
+from orchestrator.runtime.todo import SessionPlan
 from orchestrator.store.eventlog import EventLog
 from orchestrator.store.interface import RunRecord
 from orchestrator.store.snapshots import FileSnapshots
@@ -230,6 +232,7 @@ class Runtime:
             )
 
         snapshots = FileSnapshots(self.log.store, session_id)
+        plan = SessionPlan(session_id, self.log, latest_plan(events or opening), run_id=lambda: snapshots.run_id)
 
         def place(session: str) -> tuple[Path, MemoryScope, Protected, dict[str, DeferredServer]]:
             # Blocking, in one worker thread: the project's root, the memory scope, the protected paths and the
@@ -252,7 +255,7 @@ class Runtime:
                 ),
                 # One memory file for everything; project and session notes are scoped to this project and session.
                 "memory": servers_memory.prepare_server(scope.database, project=scope.project, session=session),
-                "loom": prepare_session_tools(self.log.store, session, home=self.home, project=project),
+                "loom": prepare_session_tools(self.log.store, session, home=self.home, project=project, plan=plan),
             }
             if self.face is not None:
                 internal["subagents"] = subagents.prepare_server(
@@ -301,6 +304,7 @@ class Runtime:
                 lineage=child.lineage if child is not None else None,
                 advisor=adviser,
                 advisor_mode=advisor,
+                plan=plan,
             )
             session.approvals.allowed_tools |= approved
             hooks.bind(session)

@@ -56,6 +56,7 @@ from orchestrator.protocol import STORE_FAILURE
 from orchestrator.runtime.lineage import Lineage
 from orchestrator.runtime.owner import owner_alive, this_process
 from orchestrator.runtime.runs import DEFAULT_MAX_STEPS, RunResult, new_id
+from orchestrator.runtime.todo import SessionPlan
 from orchestrator.store.eventlog import EventLog
 from orchestrator.store.interface import StoreError
 from orchestrator.store.snapshots import FileSnapshots
@@ -88,6 +89,7 @@ class Session:
         lineage: Lineage | None = None,
         advisor: Advisor | None = None,
         advisor_mode: str | None = None,
+        plan: SessionPlan | None = None,
     ) -> None:
         self.id = session_id
         self.cwd = cwd
@@ -105,6 +107,8 @@ class Session:
         """Reviews each batch of tool calls before policy (None: no review)."""
         self.advisor_mode = advisor_mode
         """The session's own advisor mode, if it chose one (its children run with it too)."""
+        self.plan = plan if plan is not None else SessionPlan(session_id, log)
+        """The model's plan (the ``todo`` tool), as it now stands."""
         self.lineage = lineage or Lineage()
         """Where the session sits in the tree of sessions (a child's parent and ancestors, its agent's role)."""
         self.endings: dict[str, tuple[RunStatus, str]] = {}

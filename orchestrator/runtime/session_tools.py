@@ -4,7 +4,8 @@ They give the model what context assembly left out on purpose: the full output o
 result was cut (:mod:`orchestrator.context.truncation`), read back from the store, and the body of a skill
 whose name and description are in the system prompt (:mod:`orchestrator.context.skills`). Both are
 read-only, so every policy mode lets them run. The server is built per session: a call id is looked
-up in that session only, so the model cannot read another session's history.
+up in that session only, so the model cannot read another session's history. ``todo`` is the model's plan, the
+session's own (:mod:`orchestrator.runtime.todo`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 from orchestrator.context.skills import SkillError, find_skills, load_skill, read_skill_file
+from orchestrator.runtime.todo import TODO_ANNOTATIONS, SessionPlan
 from orchestrator.store.interface import Store
 from servers._tools import Binding, DeferredServer
 from servers._version import loom_version
@@ -113,16 +115,20 @@ class SessionTools:
         return SkillText(name=match.name, description=match.description, directory=str(match.path), text=text)
 
 
-def build_session_tools(store: Store, session_id: str, *, home: Path, project: Path) -> MCPServer:
-    """The ``loom`` server for one session: ``tool_output`` and ``skill``.
+def build_session_tools(
+    store: Store, session_id: str, *, home: Path, project: Path, plan: SessionPlan | None = None
+) -> MCPServer:
+    """The ``loom`` server for one session: ``tool_output``, ``skill`` and ``todo``.
 
     `prepare_session_tools` gives the same server, built on its first use.
     """
-    return prepare_session_tools(store, session_id, home=home, project=project).build()
+    return prepare_session_tools(store, session_id, home=home, project=project, plan=plan).build()
 
 
-def prepare_session_tools(store: Store, session_id: str, *, home: Path, project: Path) -> DeferredServer:
-    """The ``loom`` server for one session: ``tool_output`` and ``skill``, its ``MCPServer`` built on first use.
+def prepare_session_tools(
+    store: Store, session_id: str, *, home: Path, project: Path, plan: SessionPlan | None = None
+) -> DeferredServer:
+    """The ``loom`` server for one session: ``tool_output``, ``skill`` and ``todo``, built on first use.
 
     The tools' schemas are built once per process (:mod:`servers._tools`); each server binds them to its own
     `SessionTools`, so preparing one per session costs microseconds.
@@ -132,14 +138,16 @@ def prepare_session_tools(store: Store, session_id: str, *, home: Path, project:
         session_id: the only session whose outputs may be read.
         home: Loom's home (user skills live in ``home/skills``).
         project: the project root (project skills live in ``project/.loom/skills``).
+        plan: the session's plan, which ``todo`` writes (None: one that records nothing, for a server only listed).
     """
     tools = SessionTools(store, session_id, home=home, project=project)
+    plan = plan if plan is not None else SessionPlan(session_id, None)
 
     def make(bound: list[Tool]) -> MCPServer:
         return MCPServer(
             "loom",
             version=loom_version(),
-            instructions="Loom's own tools: the full output of a cut tool result, and skill instructions.",
+            instructions="Loom's own tools: the full output of a cut tool result, skill instructions, and your plan.",
             tools=bound,
             log_level="WARNING",
         )
@@ -147,5 +155,6 @@ def prepare_session_tools(store: Store, session_id: str, *, home: Path, project:
     bindings = [
         Binding(tools.tool_output, "tool_output", annotations=_READ_ONLY),
         Binding(tools.skill, "skill", annotations=_READ_ONLY),
+        Binding(plan.todo, "todo", annotations=TODO_ANNOTATIONS),
     ]
     return DeferredServer("loom", bindings, make)
