@@ -183,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     from clients.cli.orchestrate import add_parser as add_orchestrate  # standard library only, like this module
 
     add_orchestrate(sub)
+    from clients.cli.goals import add_parsers as add_goals  # standard library only, like this module
+
+    add_goals(sub)
     from clients.cli.servers import add_parsers as add_servers  # standard library only, like this module
 
     add_servers(sub)
@@ -244,6 +247,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from clients.cli.orchestrate import orchestrate
 
         return orchestrate(args)
+    if args.command in ("goal", "goals"):
+        from clients.cli.goals import goal_command, goals_command
+
+        return goal_command(args) if args.command == "goal" else goals_command(args)
     if args.command in ("servers", "models"):
         from clients.cli import servers as listing
 

@@ -213,6 +213,8 @@ async def _serve(
         if auto_resume:  # after the runs: an orchestration waits for its children's resumed runs, never restarts them
             orchestrations = await host.orchestrations.resume_unfinished()
             logger.info("autoResume: resumed %d unfinished orchestrations", len(orchestrations))
+            goals = await host.goals.resume_unfinished()  # likewise: a goal waits for its work session's resumed run
+            logger.info("autoResume: resumed %d unfinished goals", len(goals))
         info = {"pid": os.getpid(), "url": url}
         gate = RequestGate(build_app(build_face(host), token, info=info, token_file=token_path(home)))
         server_config = uvicorn.Config(

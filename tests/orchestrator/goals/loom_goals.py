@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
 from mcp import Client
 
 from clients.loom import LoomClient
 from orchestrator.agents.roles import BUILTIN_DIR
+from orchestrator.events import Event
+from orchestrator.events_long import GoalSessionStarted
 from orchestrator.face.server import build_face
 from orchestrator.runtime.embedded import embedded_runtime
 from orchestrator.runtime.host import SessionHost
@@ -74,3 +77,31 @@ async def loom(tmp_path: Path) -> AsyncIterator[tuple[SessionHost, LoomClient]]:
     async with embedded_runtime(tmp_path / "home") as runtime, SessionHost(runtime) as host:
         async with Client(build_face(host)) as client:
             yield host, LoomClient(client, on_daemon=False)
+
+
+async def event_in(face: LoomClient, session_id: str, wanted: Callable[[Event], bool], within_s: float = 30) -> Event:
+    """The first event of the session that ``wanted`` picks, long-polling its stream (bounded)."""
+    after = 0
+    with anyio.fail_after(within_s):
+        while True:
+            page = await face.read_events(session_id, after_seq=after, wait_s=5)
+            for event in page.events:
+                if wanted(event):
+                    return event
+            after = page.next_after_seq
+
+
+def work_session(attempt: int) -> Callable[[Event], bool]:
+    """Picks the goal's ``goal_session_started`` of that attempt."""
+    return lambda e: isinstance(e, GoalSessionStarted) and e.attempt == attempt
+
+
+def of_type(kind: str) -> Callable[[Event], bool]:
+    return lambda e: e.type == kind
+
+
+async def work_started(face: LoomClient, goal_session_id: str, attempt: int) -> GoalSessionStarted:
+    """The goal's ``goal_session_started`` of that attempt, once it is on the goal session's stream."""
+    event = await event_in(face, goal_session_id, work_session(attempt))
+    assert isinstance(event, GoalSessionStarted)
+    return event

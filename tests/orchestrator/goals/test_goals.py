@@ -9,7 +9,7 @@ import pytest
 
 from orchestrator.events_long import GoalBudget, GoalFinished, GoalSessionStarted, GoalStarted, GoalVerdict
 from orchestrator.messages import TextBlock
-from tests.orchestrator.goals.loom_goals import loom, prepare, verdict
+from tests.orchestrator.goals.loom_goals import event_in, loom, of_type, prepare, verdict, work_started
 
 pytestmark = pytest.mark.anyio
 
@@ -66,3 +66,47 @@ async def test_a_goal_out_of_sessions_fails_with_what_is_left(tmp_path: Path) ->
     assert len(done.attempts) == 2 and done.spent.sessions == 2
     assert done.left == ["the tests pass - criterion 2 is not met yet"]
     assert (tmp_path / "work" / "n.txt").read_text().strip() == "2"
+
+
+async def test_cancelling_a_goal_cancels_its_running_work_session_and_records_what_is_left(tmp_path: Path) -> None:
+    work_model = prepare(tmp_path, [verdict(True, True)], work=[{"delay_s": 60, "text": "never"}])
+    async with loom(tmp_path) as (host, face):
+        started = await face.start_goal("wait", CRITERIA, cwd=str(tmp_path / "work"), model=work_model)
+        first = await work_started(face, started.session_id, 1)
+        work = first.child_session_id
+        await event_in(face, work, of_type("run_started"))
+        with anyio.fail_after(30):
+            cancelled = await face.cancel_goal(started.goal_id)
+        runs = await host.runtime.log.store.list_runs(work)
+        with pytest.raises(Exception, match="already ended cancelled"):
+            await face.cancel_goal(started.goal_id)
+    assert cancelled.status == "cancelled" and cancelled.reason == "cancelled by a client"
+    assert cancelled.left == [f"{c} - not judged yet" for c in CRITERIA]
+    assert [r.status for r in runs] == ["cancelled"]
+
+
+async def test_a_goal_without_criteria_or_with_a_bad_budget_is_refused_before_anything_is_made(tmp_path: Path) -> None:
+    prepare(tmp_path, [])
+    async with loom(tmp_path) as (_, face):
+        with pytest.raises(Exception, match="at least one acceptance criterion"):
+            await face.start_goal("g", ["  "], cwd=str(tmp_path / "work"))
+        with pytest.raises(Exception, match="sessions must be more than 0"):
+            await face.start_goal("g", ["c"], budget=GoalBudget(sessions=0), cwd=str(tmp_path / "work"))
+        sessions = await face.list_sessions()
+        goals = await face.list_goals()
+    assert sessions == [] and goals == []
+
+
+async def test_an_unreadable_verdict_is_asked_again_once_then_fails_the_attempt_saying_so(tmp_path: Path) -> None:
+    work_model = prepare(tmp_path, ["I think it is fine."])  # and asked again, the script has nothing more to say
+    async with loom(tmp_path) as (_, face):
+        started = await face.start_goal(
+            "g", CRITERIA, budget=GoalBudget(sessions=1), cwd=str(tmp_path / "work"), model=work_model, mode="bypass"
+        )
+        with anyio.fail_after(60):
+            done = await face.get_goal(started.goal_id, wait_s=50)
+        grader = done.attempts[0].grader_session_id
+        asked = [e for e in (await face.read_events(grader)).events if e.type == "user_message"]
+    assert done.status == "failed" and done.attempts[0].passed is False
+    assert all("could not be read as a verdict, twice: it is not JSON" in c.reason for c in done.attempts[0].criteria)
+    assert len(asked) == 2 and "could not be read as a verdict" in asked[1].text

@@ -1,0 +1,120 @@
+"""``loom goal`` and ``loom goals`` end to end: the real CLI process, a face in it (or the daemon's), scripted models.
+
+The work sessions' and the grader's scripts are those of the goal tests (:mod:`tests.orchestrator.goals.loom_goals`):
+each work session counts itself in ``n.txt`` and copies ``verdicts/N.json`` for its grader to answer with.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+
+from tests.clients.cli_support import clean_env, loom_command, run_loom
+from tests.orchestrator.daemon.daemon_process import running_daemon
+from tests.orchestrator.goals.loom_goals import prepare, verdict, write_script
+
+GOAL = ("goal", "count the sessions", "--accept", "counted", "--accept", "twice", "--mode", "bypass")
+
+
+def test_a_goal_prints_each_session_and_verdict_then_the_report_and_exits_0_once_completed(tmp_path: Path) -> None:
+    model = prepare(tmp_path, [verdict(True, False, reason="not yet twice"), verdict(True, True)])
+    home, work = tmp_path / "home", tmp_path / "work"
+    done = run_loom(*GOAL, "--model", model, "--budget", "sessions=3,time=10m", cwd=work, home=home, timeout_s=90)
+    assert done.returncode == 0, done
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("session 1: s_") and "verdict 1: failed (1/2)" in lines
+    assert "  [FAIL] twice - not yet twice" in lines  # the reason given for each criterion
+    assert (
+        "verdict 2: passed (2/2)" in lines and "finished: completed - every criterion passed after 2 sessions" in lines
+    )
+    assert any(
+        line.startswith("goal goal_") and line.endswith(": completed - every criterion passed after 2 sessions")
+        for line in lines
+    )
+    assert any(line.startswith("  spent: sessions 2/3, steps 6, ") and line.endswith("/10m") for line in lines)
+    goal_id = next(line.split()[1].rstrip(":") for line in lines if line.startswith("goal goal_"))
+
+    listed = run_loom("goals", cwd=work, home=home)
+    shown = run_loom("goal", "--show", goal_id, cwd=work, home=home)
+    assert listed.returncode == 0, listed
+    assert listed.stdout.startswith(
+        f"{goal_id}  completed  2 attempts  sessions 2/3, steps 6"
+    ) and listed.stdout.rstrip().endswith("count the sessions")
+    assert shown.returncode == 0 and "attempt 1: failed in s_" in shown.stdout and "attempt 2: passed" in shown.stdout
+
+
+def test_a_goal_whose_budget_runs_out_exits_1_with_what_is_left(tmp_path: Path) -> None:
+    model = prepare(tmp_path, [verdict(True, False, reason="counted once only")] * 2)
+    home, work = tmp_path / "home", tmp_path / "work"
+    done = run_loom(*GOAL, "--model", model, "--budget", "sessions=2", cwd=work, home=home, timeout_s=90)
+    assert done.returncode == 1, done
+    assert "finished: failed - not every criterion was met and its budget of 2 sessions is spent" in done.stdout
+    assert "  left: twice - counted once only" in done.stdout.splitlines()
+
+
+def test_a_bad_budget_or_no_criterion_is_refused_with_a_clear_error_and_nothing_runs(tmp_path: Path) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir(parents=True)
+    bad = run_loom("goal", "g", "--accept", "c", "--budget", "time=soon", cwd=work, home=home)
+    none = run_loom("goal", "g", cwd=work, home=home)
+    two = run_loom("goal", "make", "it", "--accept", "c", cwd=work, home=home)
+    assert (
+        bad.returncode == 2
+        and "--budget: time='soon' is not a duration; write it like 90s, 30m, 2h or 1d" in bad.stderr
+    )
+    assert none.returncode == 2 and "at least one acceptance criterion: --accept" in none.stderr
+    assert two.returncode == 2 and "give the goal as one quoted argument" in two.stderr
+    assert run_loom("goals", cwd=work, home=home).stdout.startswith("no goals yet")
+
+
+def test_on_the_daemon_a_detached_goal_is_listed_running_and_cancelled_by_id(tmp_path: Path) -> None:
+    model = prepare(tmp_path, [verdict(True, True)], work=[{"delay_s": 60, "text": "never"}])
+    home, work = tmp_path / "home", tmp_path / "work"
+    with running_daemon(home, tmp_path):
+        started = run_loom(*GOAL, "--model", model, "--detach", cwd=work, home=home)
+        assert started.returncode == 0, started
+        goal_id = started.stdout.strip()
+        running = run_loom("goals", cwd=work, home=home)
+        cancelled = run_loom("goal", "cancel", goal_id, cwd=work, home=home)
+        after = run_loom("goals", cwd=work, home=home)
+        again = run_loom("goal", "cancel", goal_id, cwd=work, home=home)
+    assert goal_id.startswith("goal_") and running.stdout.startswith(f"{goal_id}  running ")
+    assert cancelled.returncode == 0 and f"goal {goal_id}: cancelled - cancelled by a client" in cancelled.stdout
+    assert "  left: counted - not judged yet" in cancelled.stdout
+    assert after.stdout.startswith(f"{goal_id}  cancelled  1 attempts")
+    assert again.returncode == 2 and "already ended cancelled" in again.stderr
+
+
+def test_without_the_daemon_detach_is_refused_since_the_goal_would_stop_with_the_command(tmp_path: Path) -> None:
+    model = prepare(tmp_path, [])
+    home, work = tmp_path / "home", tmp_path / "work"
+    done = run_loom(*GOAL, "--model", model, "--detach", cwd=work, home=home)
+    assert done.returncode == 2 and "--detach needs the daemon" in done.stderr
+
+
+def test_ctrl_c_cancels_the_goal_and_exits_130(tmp_path: Path) -> None:
+    model = prepare(tmp_path, [verdict(True, True)])
+    write_script(tmp_path / "work.json", [{"delay_s": 60, "text": "never"}])
+    home, work = tmp_path / "home", tmp_path / "work"
+    proc = subprocess.Popen(
+        [*loom_command(), *GOAL, "--model", model],
+        cwd=work,
+        env=clean_env(home),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        encoding="utf-8",
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # the first work session started: the goal is under way
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert first.startswith("session 1: s_"), err
+    assert proc.returncode == 130, (out, err)
+    assert "loom: cancelling the goal" in err and ": cancelled - cancelled by a client" in out

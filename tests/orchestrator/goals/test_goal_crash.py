@@ -1,0 +1,78 @@
+"""A ``loom serve`` daemon SIGKILLed during a goal's second work session, restarted with ``autoResume``: the goal
+goes on from its events, the second session's run is resumed under its own id, the finished first one is not run
+again, and the goal completes.
+
+Each work session runs a counter (``n.txt``) that picks the verdict its grader will read. A scripted model restarts
+its script when its session is reopened, so the work script is swapped while the goal runs: the first session
+counts at once; the second, opened after the swap, is still thinking (before its count) when the daemon dies; after
+the kill the script counts at once again, which is what the second session's resumed run plays.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+
+from clients.loom import LoomClient
+from tests.orchestrator.daemon.daemon_process import mcp_client, start_daemon
+from tests.orchestrator.goals.loom_goals import (
+    WORK_TURNS,
+    event_in,
+    of_type,
+    prepare,
+    verdict,
+    work_started,
+    write_script,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_daemon_killed_mid_goal_resumes_it_without_running_a_finished_session_again(tmp_path: Path) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    model = prepare(tmp_path, [verdict(True, False), verdict(True, True)])
+    (home / "config.json").write_text(json.dumps({"autoResume": True}), encoding="utf-8")
+    slow = [{"delay_s": 60, **WORK_TURNS[0]}, *WORK_TURNS[1:]]
+    daemon = start_daemon(home, tmp_path)
+    try:
+        async with mcp_client(daemon, "auto") as client:
+            face = LoomClient(client, on_daemon=True)
+            started = await face.start_goal("count", ["counted", "twice"], cwd=str(work), mode="bypass", model=model)
+            first = await work_started(face, started.session_id, 1)
+            await event_in(face, first.child_session_id, of_type("tool_call_finished"))
+            write_script(tmp_path / "work.json", slow)  # the next work session thinks for a minute before counting
+            await event_in(face, first.child_session_id, of_type("run_finished"))
+            second = await work_started(face, started.session_id, 2)
+            await event_in(face, second.child_session_id, of_type("run_started"))
+            before = await face.get_goal(started.goal_id)
+    finally:
+        daemon.proc.kill()  # SIGKILL: nothing is closed or recorded on the way out
+        daemon.proc.wait(timeout=10)
+        daemon.stop()
+    assert (work / "n.txt").read_text().strip() == "1", "the second session must still be thinking when it dies"
+    assert before.attempts[0].passed is False and before.status == "running"
+    write_script(tmp_path / "work.json", WORK_TURNS)
+
+    again = start_daemon(home, tmp_path, log_name="second")
+    try:
+        async with mcp_client(again, "auto") as client:
+            face = LoomClient(client, on_daemon=True)
+            with anyio.fail_after(45):
+                done = await face.get_goal(started.goal_id, wait_s=40)
+            runs = {
+                a.session_id: sum(
+                    1 for e in (await face.read_events(a.session_id, limit=1000)).events if e.type == "run_started"
+                )
+                for a in done.attempts
+            }
+            kids = [s for s in await face.list_sessions() if s.parent_session_id == done.session_id]
+    finally:
+        again.stop()
+    assert done.status == "completed", done
+    assert [a.session_id for a in done.attempts] == [a.session_id for a in before.attempts]  # no session redone
+    assert list(runs.values()) == [1, 1]  # the killed session's run was resumed under its own id, not re-sent
+    assert (work / "n.txt").read_text().strip() == "2"  # each session's count ran exactly once
+    assert sorted(s.agent for s in kids) == ["", "", "grader", "grader"]
