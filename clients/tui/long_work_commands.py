@@ -12,7 +12,7 @@ continues from it; the old one is archived and stays in the store.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 
@@ -21,7 +21,8 @@ from clients.loom import LoomClient
 from clients.timeline import first_line
 from clients.tui.delegate_commands import CommandRefused
 from clients.tui.goal_args import GoalArgsError, parse_goal
-from orchestrator.protocol_long import GoalList, GoalReport, HandoffReport
+from orchestrator.events_long import GoalBudget
+from orchestrator.protocol_long import GoalReport
 
 if TYPE_CHECKING:
     from clients.tui.app import LoomApp
@@ -63,7 +64,7 @@ class LongWorkCommands:
         if args == "cancel":
             report = await self._goal_here(loom)
             with anyio.fail_after(CANCEL_TIMEOUT_S):
-                report = await loom.call("cancel_goal", GoalReport, goal_id=report.goal_id)
+                report = await loom.cancel_goal(report.goal_id)
             self.notice(f"goal {report.goal_id}: {report.status}", "info")
         elif not args:
             self.notice(goal_status(await self._goal_here(loom)), "info")
@@ -77,8 +78,8 @@ class LongWorkCommands:
             raise CommandRefused("there is no session to hand off yet; send a message first")
         self.notice("writing the handoff (the session's model writes it)…", "info")
         with anyio.fail_after(HANDOFF_TIMEOUT_S):
-            report = await loom.call("handoff_session", HandoffReport, session_id=session_id, instructions=args)
-        told = " with your instructions verbatim" if report.instructions else ""
+            report = await loom.handoff_session(session_id, args)
+        told = ", with what you added word for word" if args else ""
         archived = "archived, and kept in the store" if report.archived else "kept"
         said = (
             f"handed off: the fresh session {report.new_session_id} starts from {session_id}'s handoff{told}; "
@@ -96,16 +97,18 @@ class LongWorkCommands:
         except GoalArgsError as exc:
             raise CommandRefused(str(exc)) from None
         app = self.app
-        arguments: dict[str, Any] = {
-            "goal": wanted.goal,
-            "criteria": wanted.criteria,
-            "budget": wanted.budget,
-            "cwd": str(app.cwd),
-            "mode": app.mode,
-            "model": app.model or "",
-        }
+        # Work sessions run headless: the TUI's default (ask) would leave every edit waiting, so unless another mode
+        # was chosen, the goal's own default (accept-edits) applies, as for ``loom goal``.
+        mode = "" if app.mode == "ask" else app.mode
         with anyio.fail_after(CALL_TIMEOUT_S):
-            report = await loom.call("start_goal", GoalReport, **arguments)
+            report = await loom.start_goal(
+                wanted.goal,
+                wanted.criteria,
+                budget=GoalBudget.model_validate(wanted.budget),
+                cwd=str(app.cwd),
+                mode=mode,
+                model=app.model or "",
+            )
         before = app.session_id
         app.switch_to(report.session_id)
         back = f"; {before} is in the sessions panel" if before and before != report.session_id else ""
@@ -119,10 +122,10 @@ class LongWorkCommands:
         """The newest goal of the shown session (the goal's own, or one of its work sessions)."""
         session_id = self.app.session_id
         with anyio.fail_after(CALL_TIMEOUT_S):
-            goals = await loom.call("list_goals", GoalList)
-        for report in goals.goals:
+            goals = await loom.list_goals()
+        for report in goals:
             if session_id in (report.session_id, *(a.session_id for a in report.attempts)):
                 return report
-        running = [g for g in goals.goals if g.status == "running"]
+        running = [g for g in goals if g.status == "running"]
         where = f"; running: {', '.join(f'{g.goal_id} ({g.session_id})' for g in running[:5])}" if running else ""
         raise CommandRefused(f"the session shown has no goal (open a goal's session first){where}")
