@@ -186,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     from clients.cli.goals import add_parsers as add_goals  # standard library only, like this module
 
     add_goals(sub)
+    from clients.cli.handoff import add_parsers as add_handoff  # standard library only, like this module
+
+    add_handoff(sub)
     from clients.cli.servers import add_parsers as add_servers  # standard library only, like this module
 
     add_servers(sub)
@@ -251,6 +254,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from clients.cli.goals import goal_command, goals_command
 
         return goal_command(args) if args.command == "goal" else goals_command(args)
+    if args.command in ("handoff", "memory"):
+        from clients.cli.handoff import handoff_command, memory_command
+
+        return handoff_command(args) if args.command == "handoff" else memory_command(args)
     if args.command in ("servers", "models"):
         from clients.cli import servers as listing
 
