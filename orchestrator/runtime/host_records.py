@@ -11,7 +11,7 @@ from orchestrator.events import SessionArchived
 from orchestrator.events_long import TodoItem
 from orchestrator.runtime.host_runs import HostError, LiveRuns
 from orchestrator.runtime.runtime import Runtime, Session
-from orchestrator.runtime.todo import stored_plan
+from orchestrator.runtime.todo import StoredPlans
 from orchestrator.store.interface import SessionRecord
 from orchestrator.store.rewind import RewindError, RewindResult, rewind
 
@@ -24,6 +24,7 @@ class SessionRecords:
     runtime: Runtime
     live: LiveRuns
     sessions: dict[str, Session]
+    _stored_plans: StoredPlans | None = None
 
     async def record(self, session_id: str) -> SessionRecord:
         """A session's stored record.
@@ -41,7 +42,9 @@ class SessionRecords:
         session = self.sessions.get(record.id)
         if session is not None:
             return session.plan.items
-        return await stored_plan(self.runtime.log.store, record.id, record.last_seq)
+        if self._stored_plans is None:
+            self._stored_plans = StoredPlans()
+        return await self._stored_plans.plan(self.runtime.log.store, record.id, record.last_seq)
 
     def session_state(self, record: SessionRecord) -> str:
         """``archived``, ``active`` (a run of it is in progress in this process) or ``idle``."""

@@ -14,6 +14,7 @@ in memory (:attr:`SessionPlan.items`); a closed one's is read back from its even
 from __future__ import annotations
 
 import unicodedata
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Annotated
 
@@ -33,6 +34,7 @@ __all__ = [
     "MAX_TEXT_CHARS",
     "TODO_ANNOTATIONS",
     "SessionPlan",
+    "StoredPlans",
     "TodoMark",
     "TodoPlan",
     "TodoRefused",
@@ -54,6 +56,8 @@ own plan), so every mode runs it; idempotent, because writing a list or a status
 
 _PAGE = 256
 """Events read at a time when a closed session's plan is looked for from its end."""
+_REMEMBERED = 256
+"""Closed sessions whose plan `StoredPlans` keeps, the most recently asked for."""
 
 
 class TodoRefused(ValueError):
@@ -233,3 +237,28 @@ async def stored_plan(store: Store, session_id: str, last_seq: int) -> list[Todo
             return []
         before = page[0].seq
     return []
+
+
+class StoredPlans:
+    """Closed sessions' plans as `stored_plan` found them, kept while the session's newest event stays the same.
+
+    Reading a long session's log back to its plan costs a good part of a reopen (tens of milliseconds per thousand
+    events); a client polling ``get_session`` pays it once per change of the session, not once per call.
+    """
+
+    def __init__(self, size: int = _REMEMBERED) -> None:
+        self._size = size
+        self._found: OrderedDict[str, tuple[int, list[TodoItem]]] = OrderedDict()
+
+    async def plan(self, store: Store, session_id: str, last_seq: int) -> list[TodoItem]:
+        """The session's plan as of ``last_seq`` (its newest stored event), read again only when that changed."""
+        found = self._found.get(session_id)
+        if found is not None and found[0] == last_seq:
+            self._found.move_to_end(session_id)
+            return list(found[1])
+        items = await stored_plan(store, session_id, last_seq)
+        self._found[session_id] = (last_seq, items)
+        self._found.move_to_end(session_id)
+        while len(self._found) > self._size:
+            self._found.popitem(last=False)
+        return list(items)

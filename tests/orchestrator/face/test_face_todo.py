@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from orchestrator.events_long import TodoItem, TodoUpdated
 from orchestrator.face.server import build_face
 from orchestrator.runtime.embedded import embedded_runtime
 from orchestrator.runtime.host import SessionHost
@@ -53,6 +54,9 @@ async def test_get_session_shows_the_plan_of_an_open_session_and_after_a_restart
         async with Client(build_face(host)) as client:
             restarted = await call(client, "get_session", session_id=sid)
             assert sid not in host.sessions  # read back from the store, not from a session reopened for it
+            # Written while closed here (another process, say): the next get_session reads it again.
+            await runtime.log.append(TodoUpdated(session_id=sid, items=[TodoItem(text="elsewhere")]))
+            changed = await call(client, "get_session", session_id=sid)
     assert before["todos"] == []
     assert run["status"] == "completed"
     marked = [PLAN[0], {**PLAN[1], "status": "completed"}, PLAN[2]]
@@ -60,6 +64,7 @@ async def test_get_session_shows_the_plan_of_an_open_session_and_after_a_restart
     updates = [e for e in page["events"] if e["type"] == "todo_updated"]
     assert [u["items"] for u in updates] == [PLAN, marked]
     assert all(u["run_id"] == run["run_id"] and u["carried"] is False for u in updates)
+    assert changed["todos"] == [{"text": "elsewhere", "status": "pending"}]
     assert listed["sessions"][0]["todos"] == []  # listing stays cheap: get_session gives the plan
 
 
