@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 
 from orchestrator.context.compaction import MAX_INSTRUCTION_CHARS
 from orchestrator.context.history import rebuild_context
+from orchestrator.context.plan import latest_plan
+from orchestrator.context.plan import render_plan as plan_lines
 from orchestrator.context.summary import check_shape, render_transcript
 from orchestrator.context.tokens import estimate_messages, estimate_text
 from orchestrator.events import Event, UserMessage
-from orchestrator.events_long import HandoffWritten, TodoItem, TodoUpdated
+from orchestrator.events_long import HandoffWritten, TodoItem
 from orchestrator.messages import Message, TextBlock
 from orchestrator.models.base import ModelError, ModelRequest, ModelResponse
 
@@ -125,7 +127,7 @@ def handoff_source(events: Sequence[Event]) -> HandoffSource:
     for event in context.tail:
         if isinstance(event, UserMessage):
             add(event.text)
-    plan = next((list(e.items) for e in reversed(events) if isinstance(e, TodoUpdated)), [])
+    plan = latest_plan(events)
     return HandoffSource(
         messages=context.messages,
         has_summary=context.compaction is not None,
@@ -136,10 +138,8 @@ def handoff_source(events: Sequence[Event]) -> HandoffSource:
 
 
 def render_plan(plan: Sequence[TodoItem]) -> str:
-    """The plan as the handoff's last block: each item's text verbatim, its status as a checkbox."""
-    marks = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
-    lines = [f"- {marks.get(item.status, '[ ]')} {item.text}" for item in plan]
-    return PLAN_HEADING + "\n" + "\n".join(lines)
+    """The plan as the handoff's last block: each item's text verbatim, numbered, its status as the summary shows it."""
+    return PLAN_HEADING + "\n" + plan_lines(plan)
 
 
 def handoff_request(

@@ -14,6 +14,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from orchestrator.events_long import HandoffTrigger
 from orchestrator.protocol_long import HandoffReport, MemoryArchiveInfo
 from orchestrator.runtime.host import HostError, SessionHost
 from orchestrator.store.interface import StoreError
@@ -45,6 +46,7 @@ def add_handoff_tools(face: MCPServer, host: SessionHost) -> None:
         session_id: str,
         instructions: str = Field("", max_length=MAX_INSTRUCTIONS_CHARS),
         keep_memory: bool = False,
+        trigger: HandoffTrigger = "manual",
     ) -> HandoffReport:
         """End an idle session by handing it off to a fresh one, which continues the work from a written handoff.
 
@@ -54,10 +56,11 @@ def add_handoff_tools(face: MCPServer, host: SessionHost) -> None:
         session with the same directory, mode, model, advisor and rules starts from it (its first request carries
         the handoff and the instructions, and ``instructions``, extra text for it, verbatim), and the old session
         is archived (kept in the store, readable). The session's notes are promoted to the project namespace unless
-        ``keep_memory``. Refused while a run of the session is going.
+        ``keep_memory``. ``trigger``: ``goal`` when a goal's controller hands off a work session past its watermark.
+        Refused while a run of the session is going.
         """
         with _refusals():
-            return await host.handoffs.handoff(session_id, instructions, keep_memory=keep_memory)
+            return await host.handoffs.handoff(session_id, instructions, trigger=trigger, keep_memory=keep_memory)
 
     @face.tool(annotations=_READ_ONLY)
     async def get_handoff(session_id: str) -> HandoffReport:

@@ -165,7 +165,7 @@ async def test_a_busy_session_is_refused_and_the_plan_is_carried_verbatim(tmp_pa
             await host.handoffs.handoff(old.id)
         with pytest.raises(HostError, match="has no handoff"):
             await host.handoffs.get((await host.create_session(tmp_path, model, "bypass")).id)
-    assert "- [x] write the *parser*  (twice)\n- [ ] test it" in report.text
+    assert "1. [x] write the *parser*  (twice)\n2. [ ] test it" in report.text
     assert shown == by_old and shown.new_session_id == report.new_session_id and shown.text == report.text
 
 
@@ -187,3 +187,38 @@ async def test_a_reopened_fresh_session_still_starts_from_the_handoff(tmp_path: 
     assert reopened.approvals.bounds.effective_mode == "accept-edits"
     assert len(history) == 1 and history[0].role == "user" and INSTRUCTION in history[0].text
     assert not any(isinstance(e, UserMessage) for e in events)
+
+
+async def test_a_childs_handoff_continues_as_a_child_of_the_same_parent_within_the_same_bounds(tmp_path: Path) -> None:
+    model = ScriptedModel(Script(turns=[ScriptedTurn(text="Child done.")], summaries=[handoff()]))
+    async with hosted(tmp_path) as host:
+        parent = await host.create_session(tmp_path, model, "accept-edits")
+        child = await host.create_child(parent.id, lambda *_: model, mode="plan", allow=["fs__*"])
+        await finished(host, child.id, INSTRUCTION)
+        report = await host.handoffs.handoff(child.id)
+        fresh = host.sessions[report.new_session_id]
+        old_record, new_record = await host.record(child.id), await host.record(fresh.id)
+        sees = {t.name for t in fresh.hub.tools if fresh.approvals.bounds.sees(t.name)}
+        saw = {t.name for t in child.hub.tools if child.approvals.bounds.sees(t.name)}
+        created = (await events_of(host, fresh.id))[0]
+    assert old_record.archived and new_record.parent_session_id == parent.id
+    assert fresh.approvals.bounds.effective_mode == "plan" and new_record.mode == "plan"
+    assert sees == saw and "fs__read" in sees and "shell__run" not in sees  # the same allow-list narrows it
+    assert isinstance(created, SessionCreated) and created.handoff_from == child.id and created.request is not None
+
+
+async def test_a_fresh_session_that_cannot_be_opened_leaves_the_old_one_as_it_was(tmp_path: Path) -> None:
+    model = ScriptedModel(Script(turns=[ScriptedTurn(text="Done.")], summaries=[handoff()]))
+    async with hosted(tmp_path) as host:
+        old = await host.create_session(tmp_path, model, "bypass")
+        await finished(host, old.id, INSTRUCTION)
+        before = await events_of(host, old.id)
+        # The policy file turned unreadable since the session opened: opening the fresh one fails before it is stored.
+        (host.runtime.home / "policy.toml").write_text("[[rules]\nthis is not toml")
+        with pytest.raises(HostError, match="could not open a session"):
+            await host.handoffs.handoff(old.id)
+        after = await events_of(host, old.id)
+        record = await host.record(old.id)
+        sessions = await host.list_sessions(include_archived=True)
+        assert await finished(host, old.id, "still yours") == "(The script has no more turns.)"
+    assert after == before and not record.archived and [s.id for s in sessions] == [old.id]
