@@ -265,7 +265,7 @@ class LoomApp(App[int]):
         self.status.model, self.status.mode = info.model, info.mode
         self.status.ratio = info.context_ratio
         self.sub_title = f"{info.session_id} · {info.cwd}"
-        self.query_one(TodoList).show_plan(getattr(info, "todos", []))  # its plan, if its last update is not read
+        self.query_one(TodoList).show_plan(info.todos)  # its plan, if its last update is not read yet
 
     # -- events -------------------------------------------------------------------------------------
 
