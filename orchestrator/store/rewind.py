@@ -31,6 +31,7 @@ from orchestrator.events import (
     ToolCallStarted,
     UserMessage,
 )
+from orchestrator.events_long import TodoUpdated
 from orchestrator.store.eventlog import EventLog
 from orchestrator.store.interface import SessionRecord
 
@@ -39,8 +40,9 @@ _FILE_TOOLS = frozenset({"fs__write", "fs__edit", "fs__delete"})
 
 _READ_ONLY_FS = frozenset({"fs__read", "fs__list", "fs__glob", "fs__grep"})
 
-_BRANCH_EVENTS = (UserMessage, AssistantMessage, ToolCallFinished, RunResumed)
-"""What a branch copies: exactly what :func:`orchestrator.context.history.rebuild_history` reads."""
+_BRANCH_EVENTS = (UserMessage, AssistantMessage, ToolCallFinished, RunResumed, TodoUpdated)
+"""What a branch copies: exactly what :func:`orchestrator.context.history.rebuild_history` reads, and the model's
+plan as it stood (``todo_updated``)."""
 
 
 class RewindError(Exception):

@@ -87,3 +87,20 @@ async def test_a_childs_plan_is_its_own_even_in_plan_mode(tmp_path: Path) -> Non
     assert (ran["status"], child_run["status"], child["mode"]) == ("completed", "completed", "plan")
     assert parent_after["todos"] == PLAN
     assert child_after["todos"] == child_plan
+
+
+async def test_a_rewound_branch_starts_with_the_plan_as_it_stood_before_the_rewind_point(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    later = [{"text": "Something done after the checkpoint", "status": "completed"}]
+    model = script(tmp_path / "m.json", [todo(items=PLAN), {"text": "planned"}, todo(items=later), {"text": "redone"}])
+    async with embedded_runtime(tmp_path / "home") as runtime, SessionHost(runtime) as host:
+        async with Client(build_face(host)) as client:
+            sid = (await call(client, "create_session", cwd=str(work), model=model))["session_id"]
+            await call(client, "send_message", session_id=sid, text="plan", wait_s=10)
+            second = await call(client, "send_message", session_id=sid, text="replan", wait_s=10)
+            rewound = await call(client, "rewind_session", session_id=sid, to_run_id=second["run_id"])
+            branch = await call(client, "get_session", session_id=rewound["session_id"])
+            original = await call(client, "get_session", session_id=sid)
+    assert branch["todos"] == PLAN
+    assert original["todos"] == later
