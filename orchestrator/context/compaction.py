@@ -29,6 +29,7 @@ from orchestrator.events import (
     Event,
     UserMessage,
 )
+from orchestrator.events_long import HandoffWritten
 from orchestrator.messages import Message
 from orchestrator.models.base import ModelError, ModelRequest, ModelResponse
 
@@ -132,13 +133,12 @@ def plan_compaction(events: Sequence[Event], *, keep_tokens: int) -> CompactionP
     previous = context.compaction
     instructions = list(previous.instructions) if previous is not None else []
     for event in dropped_events:
-        if (
-            isinstance(event, UserMessage)
-            and event.text.strip()
-            and len(event.text) <= MAX_INSTRUCTION_CHARS
-            and event.text not in instructions
-        ):
-            instructions.append(event.text)
+        texts = [event.text] if isinstance(event, UserMessage) else []
+        if isinstance(event, HandoffWritten) and event.from_session_id:
+            texts = [*event.instructions, event.extra]  # what a handoff carried stays verbatim past the handoff turn
+        for text in texts:
+            if text.strip() and len(text) <= MAX_INSTRUCTION_CHARS and text not in instructions:
+                instructions.append(text)
     dropped = messages[:cut]
     first_seq = next((e.seq for e in events if e.seq is not None), 0)
     return CompactionPlan(
