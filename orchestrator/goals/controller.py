@@ -59,6 +59,8 @@ GRADER = "grader"
 MAX_CRITERIA = 30
 MAX_CRITERION_CHARS = 1000
 MAX_GOAL_CHARS = 16_000
+HANDOFF_NOTE = "This session continues a goal; its next message is the brief for this session."
+"""The instructions a goal gives the fresh session of a handoff (the brief follows as its first message)."""
 
 
 class GoalError(ValueError):
@@ -220,10 +222,10 @@ class GoalController:
             handoff_from = ""
             session_id: str | None = None
             if last is not None and await self._past_watermark(last.started.child_session_id):
-                session_id = await self.children.handoff(
-                    last.started.child_session_id,
-                    "This session continues a goal; its next message is the brief for this session.",
-                )
+                try:
+                    session_id = await self.children.handoff(last.started.child_session_id, HANDOFF_NOTE)
+                except ChildError as exc:  # a handoff that failed its checks leaves the old session as it was
+                    logger.warning("goal %s: no handoff (%s); the next session starts fresh", state.goal_id, exc)
                 handoff_from = last.started.child_session_id if session_id else ""
             if session_id is None:
                 session_id = await self.children.create(self._spec("", brief, state, number))

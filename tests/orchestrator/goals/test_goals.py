@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import anyio
 import pytest
 
+from orchestrator.context.handoff import BLOCKS
 from orchestrator.events_long import GoalBudget, GoalFinished, GoalSessionStarted, GoalStarted, GoalVerdict
+from orchestrator.goals.grading import work_brief
 from orchestrator.messages import TextBlock
-from tests.orchestrator.goals.loom_goals import event_in, loom, of_type, prepare, verdict, work_started
+from tests.orchestrator.goals.loom_goals import WORK_TURNS, event_in, loom, of_type, prepare, verdict, work_started
 
 pytestmark = pytest.mark.anyio
 
@@ -110,3 +113,32 @@ async def test_an_unreadable_verdict_is_asked_again_once_then_fails_the_attempt_
     assert done.status == "failed" and done.attempts[0].passed is False
     assert all("could not be read as a verdict, twice: it is not JSON" in c.reason for c in done.attempts[0].criteria)
     assert len(asked) == 2 and "could not be read as a verdict" in asked[1].text
+
+
+async def test_a_work_session_past_the_watermark_is_continued_through_a_handoff(tmp_path: Path) -> None:
+    prepare(tmp_path, [verdict(True, False, reason="do it again"), verdict(True, True)])
+    # The work model's window is small (its context holds some 5,000 tokens of 20,000: past the watermark set at 0.05,
+    # short of compacting at 0.8), so the first session is continued through a handoff, which quotes its brief.
+    brief = work_brief("g", CRITERIA, attempt=1)
+    blocks = dict.fromkeys(BLOCKS, "none") | {"Goal and constraints": brief}
+    handoff = "\n\n".join(f"## {name}\n{body}" for name, body in blocks.items())
+    # The fresh session carries on with the old one's model: the script's second half is its turns.
+    script = {"context_window": 20_000, "turns": WORK_TURNS * 2, "summaries": [{"text": handoff}]}
+    (tmp_path / "work.json").write_text(json.dumps(script))
+    work_model = f"scripted:{tmp_path / 'work.json'}"
+    (tmp_path / "home" / "config.json").write_text(json.dumps({"goals": {"handoffAt": 0.05}}))
+    async with loom(tmp_path) as (host, face):
+        started = await face.start_goal("g", CRITERIA, cwd=str(tmp_path / "work"), model=work_model, mode="bypass")
+        with anyio.fail_after(60):
+            done = await face.get_goal(started.goal_id, wait_s=50)
+        assert len(done.attempts) == 2, done
+        first, second = (a.session_id for a in done.attempts)
+        fresh = await host.session(second)
+        old = await face.get_session(first)
+    assert done.status == "completed", done
+    assert done.attempts[1].handoff_from == first and done.attempts[0].handoff_from == ""
+    assert old.archived  # the handed-off session is kept, archived
+    turns = [r for r in fresh.model.requests if r.purpose == "turn"]  # type: ignore[attr-defined]
+    received = "\n".join(m.text for m in turns[len(WORK_TURNS)].messages)  # the fresh session's first request
+    assert "## State of files and systems" in received and "continues a goal" in received  # the handoff, carried
+    assert "do it again" in received  # and the brief with the last verdict's findings
