@@ -269,6 +269,7 @@ def _fill_any(value: Any, results: dict[str, str]) -> Any:
 
 
 _INSTRUCTION = re.compile(r"<instruction>\n(.*?)\n</instruction>", re.DOTALL)
+_REQUIRED = re.compile(r"Required format: [^\n]*\n((?:## [^\n]+\n?)+)")
 _TOOL_CALL = re.compile(r"^\[tool call [^\]:]*: ([^\]]+)\]$", re.MULTILINE)
 
 
@@ -287,6 +288,11 @@ def write_summary(request: ModelRequest) -> str:
     work = "\n".join(
         f"- {name}: {n} call{'s' if n != 1 else ''} (results in the transcript)" for name, n in counted.items()
     )
+    asked = [*_REQUIRED.finditer(text)]  # the request's own format comes last, after the transcript
+    headings = re.findall(r"^## (.+)$", asked[-1].group(1), re.MULTILINE) if asked else []
+    if "Warnings" in headings:  # a handoff's blocks (orchestrator.context.handoff), not a compaction's sections
+        filled = {"Goal and constraints": goal, "Work done": work or "none", "Next step": "continue the work"}
+        return "\n\n".join(f"## {name}\n{filled.get(name, 'none recorded')}" for name in headings)
     return (
         f"## Goal and constraints\n{goal}\n\n"
         "## Decisions\nnone recorded\n\n"

@@ -222,3 +222,13 @@ async def test_a_fresh_session_that_cannot_be_opened_leaves_the_old_one_as_it_wa
         sessions = await host.list_sessions(include_archived=True)
         assert await finished(host, old.id, "still yours") == "(The script has no more turns.)"
     assert after == before and not record.archived and [s.id for s in sessions] == [old.id]
+
+
+async def test_a_scripted_model_without_scripted_summaries_writes_a_handoff_that_passes(tmp_path: Path) -> None:
+    model = ScriptedModel(Script(turns=[ScriptedTurn(text="Done.")]))  # as the demo: nothing scripted for it
+    async with hosted(tmp_path) as host:
+        old = await host.create_session(tmp_path, model, "bypass")
+        await finished(host, old.id, INSTRUCTION)
+        report = await host.handoffs.handoff(old.id)
+    assert report.attempts == 1 and f'"{INSTRUCTION}"' in report.text
+    assert all(f"## {name}" in report.text for name in BLOCKS)
