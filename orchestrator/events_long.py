@@ -62,6 +62,11 @@ class HookRan(_EventBase):
     outcome: HookOutcome
     reason: str = ""
     """The hook's reason (its stderr on exit 2, its JSON's reason), or what went wrong with it."""
+    context: str = ""
+    """Text given to the model because of this run (a PostToolUse or UserPromptSubmit hook's additional context, a
+    Stop hook's reason to go on), exactly as the model read it: a rebuilt history places it where the loop did."""
+    system_message: str = ""
+    """The hook's ``systemMessage``: for the person, not the model (clipped)."""
 
 
 # -- the plan ------------------------------------------------------------------------------------------------

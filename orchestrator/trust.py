@@ -1,13 +1,14 @@
 """Trusting a project's own Loom configuration before it may loosen anything.
 
-A project's ``.loom/config.json`` and ``.loom/policy.toml`` travel with its files: a cloned repository, or a
-model that wrote them during an earlier run, can put them there. What in them could widen what runs —
-``mcpServers`` (commands Loom would start), ``shell`` options that loosen the sandbox, ``allow`` rules — takes
+A project's ``.loom/config.json``, ``.loom/policy.toml`` and ``.loom/hooks.json`` travel with its files: a cloned
+repository, or a model that wrote them during an earlier run, can put them there. What in them could widen what runs —
+``mcpServers`` (commands Loom would start), ``shell`` options that loosen the sandbox, ``allow`` rules, hooks
+(commands Loom would run on every tool call) — takes
 effect only once a person has trusted the project (``loom trust``, or the prompt ``loom run`` shows at a
 terminal). Everything that only tightens (deny and ask rules, a sandbox without network) applies at once.
 
-What was trusted is a SHA-256 of both files' bytes, stored per project directory in ``$LOOM_HOME/trusted.json``
-(0600). A change to either file is a different digest, so the project is asked about again: trusting
+What was trusted is a SHA-256 of the files' bytes, stored per project directory in ``$LOOM_HOME/trusted.json``
+(0600). A change to any of them is a different digest, so the project is asked about again: trusting
 yesterday's config is not trusting today's.
 """
 
@@ -48,7 +49,7 @@ TrustState = Literal["trusted", "untrusted", "changed"]
 
 def project_files(project: Path) -> list[Path]:
     """A project's Loom configuration files, whether or not they exist."""
-    return [project / ".loom" / "config.json", project / ".loom" / "policy.toml"]
+    return [project / ".loom" / "config.json", project / ".loom" / "policy.toml", project / ".loom" / "hooks.json"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +65,9 @@ class ProjectConfig:
     policy: bytes | None
     """``.loom/policy.toml``, or None when there is none."""
     digest: str | None
-    """SHA-256 over both (None when neither exists)."""
+    """SHA-256 over the files that exist (None when none does)."""
+    hooks: bytes | None = None
+    """``.loom/hooks.json``, or None when there is none."""
 
     @property
     def config_path(self) -> Path:
@@ -75,6 +78,16 @@ class ProjectConfig:
     def policy_path(self) -> Path:
         """Where ``policy`` was read from."""
         return project_files(self.project)[1]
+
+    @property
+    def hooks_path(self) -> Path:
+        """Where ``hooks`` was read from."""
+        return project_files(self.project)[2]
+
+    def shown(self) -> list[tuple[Path, bytes]]:
+        """Each file that exists and its bytes: what a person is shown before trusting the project."""
+        found = zip(project_files(self.project), (self.config, self.policy, self.hooks), strict=True)
+        return [(path, data) for path, data in found if data is not None]
 
 
 def read_project(project: Path) -> ProjectConfig:
@@ -92,7 +105,7 @@ def read_project(project: Path) -> ProjectConfig:
         if data is not None:
             digest.update(path.name.encode() + b"\0" + str(len(data)).encode() + b"\0" + data)
     found = any(c is not None for c in contents)
-    return ProjectConfig(project, contents[0], contents[1], digest.hexdigest() if found else None)
+    return ProjectConfig(project, contents[0], contents[1], digest.hexdigest() if found else None, contents[2])
 
 
 def _key(project: Path) -> str:
@@ -204,10 +217,11 @@ def untrusted_notes(home: Path, project: Path, extra: Path | None = None) -> lis
         orchestrator.config.ConfigError: the config file or a rule file is invalid (the message names it).
     """
     from orchestrator.config import ConfigError, load_config
+    from orchestrator.hooks.config import load_hooks
     from orchestrator.policy.rules import PolicyError
 
     ignored = list(load_config(home, project, extra).ignored)
     try:
-        return ignored + load_trusted_rules(home, project)[1]
+        return ignored + load_trusted_rules(home, project)[1] + load_hooks(home, project)[1]
     except PolicyError as exc:
         raise ConfigError(str(exc)) from exc

@@ -22,9 +22,7 @@ _SHOWN_BYTES = 20_000
 
 
 def _show(snapshot: ProjectConfig, out: TextIO) -> None:
-    for path, data in ((snapshot.config_path, snapshot.config), (snapshot.policy_path, snapshot.policy)):
-        if data is None:
-            continue
+    for path, data in snapshot.shown():
         text = data[:_SHOWN_BYTES].decode("utf-8", errors="replace")
         more = f"\n... ({len(data) - _SHOWN_BYTES:,} more bytes)" if len(data) > _SHOWN_BYTES else ""
         out.write(f"--- {path}\n{text.rstrip()}{more}\n")
@@ -73,7 +71,9 @@ def trust_command(args: argparse.Namespace) -> int:
         return 0
     snapshot = read_project(project)
     if snapshot.digest is None:
-        sys.stdout.write(f"{project} has no .loom/config.json or .loom/policy.toml; nothing to trust\n")
+        sys.stdout.write(
+            f"{project} has no .loom/config.json, .loom/policy.toml or .loom/hooks.json; nothing to trust\n"
+        )
         return 0
     state = trust_state(home, project, snapshot.digest)
     try:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from orchestrator.context.compaction import CompactionPreview, compact, preview_compaction
 from orchestrator.context.history import rebuild_history
@@ -27,6 +27,9 @@ from orchestrator.events import CompactionFailed, CompactionTrigger, ContextComp
 from orchestrator.messages import Message
 from orchestrator.models.base import ModelRequest, ModelResponse, ToolSpec
 from orchestrator.store.eventlog import EventLog
+
+if TYPE_CHECKING:
+    from orchestrator.hooks import SessionHooks
 
 KEEP_SHARE = 0.25
 """The newest part of the history kept as it is, as a share of the window: recent detail matters most."""
@@ -73,6 +76,8 @@ class Compactor:
         self.meter = meter
         self._gave_up: set[str] = set()
         """Runs whose automatic compaction failed: not tried again in them."""
+        self.hooks: SessionHooks | None = None
+        """The session's hooks: PreCompact fires before each compaction (None: no hooks)."""
 
     def keep_tokens(self) -> int:
         """How much recent history a compaction keeps as it is."""
@@ -120,6 +125,8 @@ class Compactor:
         Raises:
             orchestrator.store.interface.StoreError: the outcome could not be recorded.
         """
+        if self.hooks is not None:
+            await self.hooks.pre_compact(trigger, focus, run_id)
         events = await self.log.store.read_context_events(self.session_id)
         event = await compact(
             events,

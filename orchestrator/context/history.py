@@ -41,7 +41,7 @@ from orchestrator.events import (
     ToolCallFinished,
     UserMessage,
 )
-from orchestrator.events_long import HandoffWritten
+from orchestrator.events_long import HandoffWritten, HookRan
 from orchestrator.loop.advisor import advice_note
 from orchestrator.messages import Message, TextBlock, ToolResultBlock
 
@@ -170,8 +170,9 @@ def _rebuild(events: Iterable[Event], *, open_tail: bool) -> tuple[list[Message]
             history.append(Message(role="user", content=[*blocks, *extra]))
             pending.clear()
             results.clear()
-        elif extra:
-            append_note(history, extra[0])
+        else:
+            for block in extra:  # a resume's note, or what hooks told the model at a turn without tool calls
+                append_note(history, block)
 
     for event in events:
         if isinstance(event, UserMessage):
@@ -199,6 +200,8 @@ def _rebuild(events: Iterable[Event], *, open_tail: bool) -> tuple[list[Message]
             note.append(event.note)
         elif isinstance(event, AdvisorReviewed) and (warning := advice_note(event)) is not None:
             advice.append(warning)
+        elif isinstance(event, HookRan) and event.context:
+            advice.append(TextBlock(text=event.context))  # stored where the loop placed it: after results, prompt
         elif isinstance(event, RunFinished) and event.status not in _RESUMABLE:
             close_turn()  # an interrupted run's open turn stays open: a resume may continue it
     if not open_tail:

@@ -32,6 +32,7 @@ from orchestrator.store.eventlog import EventLog
 
 if TYPE_CHECKING:
     from orchestrator.context.compactor import Compactor
+    from orchestrator.hooks import SessionHooks
     from orchestrator.loop.advisor import Advisor
 
 
@@ -60,6 +61,8 @@ class RunContext:
     unstored: list[Event] = field(default_factory=list[Event])
     """Events of the run's last step that the loop left for the run's end to store, in the batch with its
     ``run_finished``: a final answer starts no call, so nothing has to be on record before the run ends."""
+    hooks: SessionHooks | None = None
+    """The session's hooks (:mod:`orchestrator.hooks`); None (no hooks configured) costs a check per call site."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +132,10 @@ async def run_loop(ctx: RunContext) -> LoopResult:
             # The final answer: stored with the run's end, one batch (a crash before it loses only this model
             # call, which a resume makes again, as it would have before the answer was stored).
             ctx.unstored.extend(recorded)
+            if ctx.hooks is not None and (stopped := await ctx.hooks.at_stop(ctx, final_text)) is not None:
+                if stopped.status == "running":
+                    continue  # a Stop hook sent the run on: its reason is the history's new turn
+                return stopped
             return LoopResult("completed", response.stop_reason, final_text, ctx.step)
         if not to_ask:  # the hot path: one store batch per step
             await ctx.log.append(*recorded, *(started_event(ctx, use) for use in approved), *refusals)
@@ -143,6 +150,8 @@ async def run_loop(ctx: RunContext) -> LoopResult:
         results: list[ToolResultBlock | TextBlock] = [*await run_tools(ctx, uses, approved, refused)]
         if advice is not None and (note := advice_note(advice)) is not None:
             results.append(note)  # the warnings follow the results, as a rebuilt history places them
+        if ctx.hooks is not None:
+            results.extend(await ctx.hooks.post_tools(ctx, approved, results))
         ctx.history.append(Message(role="user", content=results))
     return LoopResult("failed", f"max_steps: stopped after {ctx.max_steps} model calls", final_text, ctx.step)
 
@@ -150,17 +159,27 @@ async def run_loop(ctx: RunContext) -> LoopResult:
 async def check_calls(
     ctx: RunContext, uses: list[ToolUseBlock]
 ) -> tuple[list[ToolUseBlock], list[tuple[ToolUseBlock, ToolOutcome]], list[tuple[ToolUseBlock, str]]]:
-    """Sort the calls: may run, refused up front (unknown tool, bad arguments, policy), or to ask about."""
+    """Sort the calls: may run, refused up front (unknown tool, bad arguments, policy), or to ask about.
+
+    PreToolUse hooks are asked first; a call they rewrite replaces the model's in ``uses`` (in place), so that what
+    is validated, decided, journalled and run is the rewritten call.
+    """
     approved: list[ToolUseBlock] = []
     refused: list[tuple[ToolUseBlock, ToolOutcome]] = []
     to_ask: list[tuple[ToolUseBlock, str]] = []
-    for use in uses:
+    for i, use in enumerate(uses):
+        hooked = None
+        if ctx.hooks is not None and (known := ctx.hub.tool(use.name)) is not None:
+            use, hooked = await ctx.hooks.pre_tool(ctx, use, known)
+            uses[i] = use
         problem = await ctx.hub.check(use.name, use.input)
         tool = ctx.hub.tool(use.name)
         if problem is not None or tool is None:
             refused.append((use, problem or ToolOutcome(f"unknown tool {use.name!r}", True, "unknown_tool")))
             continue
         verdict, why = ctx.approvals.verdict(tool, use.input) if ctx.approvals is not None else ("allow", "")
+        if hooked is not None:
+            verdict, why = hooked.over(verdict, why, ctx.approvals is None or ctx.approvals.headless)
         if verdict == "allow":
             approved.append(use)
         elif verdict == "deny":
@@ -180,7 +199,8 @@ async def ask_calls(
     denied: list[tuple[ToolUseBlock, ToolOutcome]] = []
 
     async def one(use: ToolUseBlock, reason: str) -> None:
-        ok, message = await approvals.ask(ctx.run_id, use.id, use.name, use.input, reason, kind)
+        hooked = await ctx.hooks.permission(ctx, use, reason) if ctx.hooks is not None and kind == "policy" else None
+        ok, message = hooked or await approvals.ask(ctx.run_id, use.id, use.name, use.input, reason, kind)
         if ok:
             allowed.append(use)
         else:

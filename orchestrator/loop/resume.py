@@ -25,7 +25,8 @@ shows it too. The loop then continues with the same step numbering.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import anyio
 
@@ -84,6 +85,14 @@ class ResumePoint:
     """The owner of a resume that never finished (it was interrupted too), if any."""
     advice: AdvisorReviewed | None = None
     """The advisor's review of the last assistant message's calls, if it had one: it is reused, never asked again."""
+    arguments: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
+    """The arguments each started call was journalled with (a PreToolUse hook may have rewritten the model's)."""
+
+    def as_started(self) -> list[ToolUseBlock]:
+        """``uses`` with the arguments they started with: what ran is what runs again."""
+        return [
+            u.model_copy(update={"input": self.arguments[u.id]}) if u.id in self.arguments else u for u in self.uses
+        ]
 
     def unfinished(self) -> list[ToolUseBlock]:
         """Calls that started but have no result: they may or may not have taken effect."""
@@ -140,6 +149,7 @@ def find_resume_point(events: Sequence[Event], run_id: str) -> ResumePoint:
         message.message.text if not uses else None,
         resumed_by,
         next((e for e in after if isinstance(e, AdvisorReviewed)), None),
+        arguments={e.call_id: e.arguments for e in after if isinstance(e, ToolCallStarted)},
     )
 
 
@@ -155,6 +165,7 @@ async def resume_loop(ctx: RunContext, point: ResumePoint, *, headless: bool) ->
     """
     ctx.history[:] = point.history
     ctx.step = point.after_step
+    point = replace(point, uses=point.as_started())
     unfinished = point.unfinished()
     rerun = [u for u in unfinished if _harmless(ctx, u)]
     review = [u for u in unfinished if u not in rerun]
@@ -183,6 +194,8 @@ async def resume_loop(ctx: RunContext, point: ResumePoint, *, headless: bool) ->
         return await run_loop(ctx)
 
     approved, refused, to_ask = await check_calls(ctx, unstarted)
+    checked = {u.id: u for u in unstarted}  # a PreToolUse hook may have rewritten them (in place)
+    point = replace(point, uses=[checked.get(u.id, u) for u in point.uses])
     allowed: list[ToolUseBlock] = []
     denied: list[tuple[ToolUseBlock, ToolOutcome]] = []
 
@@ -211,7 +224,10 @@ async def resume_loop(ctx: RunContext, point: ResumePoint, *, headless: bool) ->
     results = await run_tools(ctx, point.uses, to_run, [*stored, *refused, *denied])
     # The advisor's warnings, from its stored review, sit where the loop put them: after the results, before the note.
     advice = advice_note(point.advice) if point.advice is not None else None
-    ctx.history.append(Message(role="user", content=[*results, *([advice] if advice else []), TextBlock(text=note)]))
+    hooked = await ctx.hooks.post_tools(ctx, to_run, [*results]) if ctx.hooks is not None else []
+    ctx.history.append(
+        Message(role="user", content=[*results, *([advice] if advice else []), *hooked, TextBlock(text=note)])
+    )
     return await run_loop(ctx)
 
 

@@ -30,6 +30,8 @@ from orchestrator.events import (
     SessionCreated,
 )
 from orchestrator.home import DB_NAME, MEMORY_DB_NAME
+from orchestrator.hooks.attach import attached
+from orchestrator.hooks.config import load_hooks
 from orchestrator.hub.client_caps import SessionClientHooks
 from orchestrator.hub.pool import Hub
 from orchestrator.hub.supervisor import ServerHealth
@@ -170,6 +172,8 @@ class Runtime:
             # PolicyError (naming the file and rule) before anything is recorded.
             loaded, left_out = load_trusted_rules(self.home, cwd)
             rules, warnings = loaded, [*warnings, *left_out]
+        hooked, unhooked = await anyio.to_thread.run_sync(load_hooks, self.home, cwd)  # ConfigError before any record
+        warnings = [*warnings, *unhooked]
         history: list[Message] = []
         approved: set[str] = set()
         events: list[Event] = []
@@ -310,7 +314,8 @@ class Runtime:
             hooks.bind(session)
             session.snapshots = snapshots
             session.reopened_events = events or None
-            yield session
+            async with attached(session, hooked, fresh=fresh):
+                yield session
 
     def _advisor(self, model: Model, cwd: Path, mode: str | None) -> Advisor | None:
         from orchestrator.loop.advisor import advisor_for

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 import anyio.to_thread
@@ -45,7 +46,7 @@ from orchestrator.loop.approvals import Approvals
 from orchestrator.loop.loop import LoopResult, RunContext, run_loop
 from orchestrator.loop.resume import RESUMABLE, ResumeError, find_resume_point, resume_loop
 from orchestrator.loop.steps import complete
-from orchestrator.messages import Message
+from orchestrator.messages import Message, TextBlock
 from orchestrator.models.base import Model, ModelError, ToolSpec
 from orchestrator.models.profiles import ModelProfile, ProfileSettings, profile_for
 from orchestrator.models.retry import RetryingModel, RetryPolicy
@@ -60,6 +61,9 @@ from orchestrator.runtime.todo import SessionPlan
 from orchestrator.store.eventlog import EventLog
 from orchestrator.store.interface import StoreError
 from orchestrator.store.snapshots import FileSnapshots
+
+if TYPE_CHECKING:
+    from orchestrator.hooks import SessionHooks
 
 __all__ = ["DEFAULT_MAX_STEPS", "RunResult", "Session", "new_id"]
 
@@ -132,6 +136,8 @@ class Session:
         """Problems with instruction files or skills already reported in this session (once is enough)."""
         self._stale = False
         """The history in memory may differ from what the store rebuilds (a run ended mid-step): rebuild it first."""
+        self.hooks: SessionHooks | None = None
+        """The session's hooks (set by the runtime when a hooks file has any; None costs nothing)."""
 
     @property
     def busy(self) -> bool:
@@ -156,11 +162,13 @@ class Session:
         run_id = run_id or new_id("r")
         self.reopened_events = None  # only a resume right after reopening uses the copy
         async with self._lock:
+            # UserPromptSubmit hooks see the prompt before it is stored: a blocked prompt never reaches the model.
+            prompted = self.hooks is not None and self.hooks.has("UserPromptSubmit")
             await self.log.append(
                 RunStarted(
                     session_id=self.id, run_id=run_id, model=self.model.name, max_steps=max_steps, owner=this_process()
                 ),
-                UserMessage(session_id=self.id, run_id=run_id, text=text),
+                *([] if prompted else [UserMessage(session_id=self.id, run_id=run_id, text=text)]),
             )
 
             async def body(ctx: RunContext) -> LoopResult:
@@ -168,10 +176,16 @@ class Session:
                 # so the message just stored is appended as the rebuild would place it; only a history that a
                 # run left apart from the store is read again. Inside ``_drive``, so that a cancel landing here
                 # still ends the run on record.
+                added: list[TextBlock] = []
+                if prompted and self.hooks is not None:
+                    refused, added = await self.hooks.submit_prompt(ctx, text)
+                    if refused is not None:
+                        return refused
                 if self._stale:
                     await self._rebuild()
                 else:
-                    self.history.append(user_turn(text))
+                    self.history.append(user_turn(text) if not added else Message(role="user", content=[
+                        TextBlock(text=text), *added]))  # fmt: skip
                 return await run_loop(ctx)
 
             return await self._drive(self._context(run_id, max_steps), retry, body)
@@ -220,14 +234,15 @@ class Session:
 
     async def system_prompt(self, run_id: str | None = None) -> str:
         """The system prompt as of now: instruction files, skills and memory as they are (see ``prompts``)."""
+        hooked = self.hooks.prompt_addition() if self.hooks is not None else ""
         if self.prompts is None:
-            return base_prompt(self.cwd) + self.lineage.role_prompt()
+            return base_prompt(self.cwd) + self.lineage.role_prompt() + hooked
         prompt = await self.prompts.prompt(self.hub)
         new = [p for p in prompt.problems if p not in self._told]
         if new:
             self._told.update(new)
             await self.log.append(*(Notice(session_id=self.id, run_id=run_id, level="warning", text=p) for p in new))
-        return prompt.text + self.lineage.role_prompt()
+        return prompt.text + self.lineage.role_prompt() + hooked
 
     def _context(self, run_id: str, max_steps: int) -> RunContext:
         if self.snapshots is not None:
@@ -244,6 +259,7 @@ class Session:
             approvals=self.approvals,
             compactor=self.compactor,
             advisor=self.advisor,
+            hooks=self.hooks,
         )
 
     def _profile(self, model: Model) -> ModelProfile:
