@@ -6,8 +6,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from orchestrator.context.handoff import BLOCKS
 from tests.clients.cli_support import run_loom
+from tests.mcp_calls import call
+from tests.orchestrator.daemon.daemon_process import mcp_client, running_daemon
 
 GOAL = 'Tidy the README; never touch "setup.py".'
 
@@ -88,3 +92,26 @@ def test_unknown_sessions_and_bad_combinations_are_refused_in_cli_terms(tmp_path
     assert mixed.returncode == 2 and "--show only prints a handoff" in mixed.stderr
     memory = run_loom("memory", "archive", "s_nope", cwd=work, home=home)
     assert memory.returncode == 2 and "no session 's_nope'" in memory.stderr
+
+
+@pytest.mark.anyio
+async def test_on_the_daemon_a_busy_session_is_refused_then_handed_off_by_the_daemon(tmp_path: Path) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    script = tmp_path / "slow.json"
+    turns = [{"text": "thinking", "delay_s": 60}]
+    script.write_text(json.dumps({"turns": turns, "summaries": [{"text": handoff_text()}]}), encoding="utf-8")
+    with running_daemon(home, tmp_path) as daemon:
+        async with mcp_client(daemon, "auto") as client:
+            made = await call(client, "create_session", cwd=str(work), model=f"scripted:{script}", mode="bypass")
+            sid = made["session_id"]
+            run = await call(client, "send_message", session_id=sid, text=GOAL)
+            busy = run_loom("handoff", sid, cwd=work, home=home)
+            await call(client, "cancel_run", run_id=run["run_id"])
+            done = run_loom("handoff", sid, "--keep-memory", "--json", cwd=work, home=home)
+            shown = await call(client, "get_handoff", session_id=sid)
+    assert busy.returncode == 2 and "is busy" in busy.stderr and "cancel it" in busy.stderr
+    assert done.returncode == 0, done
+    report = json.loads(done.stdout)
+    assert report["session_id"] == sid and report["memory"] is None and report["instructions"] == [GOAL]
+    assert shown["new_session_id"] == report["new_session_id"]  # the daemon's own record of it
