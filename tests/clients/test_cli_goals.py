@@ -6,13 +6,19 @@ each work session counts itself in ``n.txt`` and copies ``verdicts/N.json`` for 
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
+import time
 from pathlib import Path
 
+import anyio
+
+from clients.loom import LoomClient
+from orchestrator.protocol_long import GoalReport
 from tests.clients.cli_support import clean_env, loom_command, run_loom
-from tests.orchestrator.daemon.daemon_process import running_daemon
-from tests.orchestrator.goals.loom_goals import prepare, verdict, write_script
+from tests.orchestrator.daemon.daemon_process import Daemon, mcp_client, running_daemon, start_daemon
+from tests.orchestrator.goals.loom_goals import WORK_TURNS, prepare, verdict, write_script
 
 GOAL = ("goal", "count the sessions", "--accept", "counted", "--accept", "twice", "--mode", "bypass")
 
@@ -118,3 +124,59 @@ def test_ctrl_c_cancels_the_goal_and_exits_130(tmp_path: Path) -> None:
     assert first.startswith("session 1: s_"), err
     assert proc.returncode == 130, (out, err)
     assert "loom: cancelling the goal" in err and ": cancelled - cancelled by a client" in out
+
+
+def test_a_loom_goal_killed_mid_goal_is_carried_on_by_the_daemon_with_auto_resume(tmp_path: Path) -> None:
+    model = prepare(tmp_path, [verdict(True, False), verdict(True, True)])
+    home, work = tmp_path / "home", tmp_path / "work"
+    # The first session takes two seconds over its final answer, time to make the next one think for a minute.
+    write_script(tmp_path / "work.json", [*WORK_TURNS[:2], {"delay_s": 2, **WORK_TURNS[2]}])
+    proc = subprocess.Popen(
+        [*loom_command(), *GOAL, "--model", model],
+        cwd=work,
+        env=clean_env(home),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        encoding="utf-8",
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("session 1: s_")
+        deadline = time.monotonic() + 30
+        while not (work / "n.txt").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)  # another process's file: nothing to wait on but the file system
+        write_script(tmp_path / "work.json", [{"delay_s": 60, **WORK_TURNS[0]}, *WORK_TURNS[1:]])
+        lines = [proc.stdout.readline() for _ in range(4)]  # the verdict, its two criteria, the second session
+        time.sleep(1.0)  # the second session's run under way
+    finally:
+        proc.kill()  # SIGKILL: nothing is closed or recorded on the way out
+        proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    assert lines[-1].startswith("session 2: s_"), lines
+    assert (work / "n.txt").read_text().strip() == "1"
+    write_script(tmp_path / "work.json", WORK_TURNS)
+    (home / "config.json").write_text(json.dumps({"autoResume": True}), encoding="utf-8")
+    daemon = start_daemon(home, tmp_path)
+    try:
+        done, runs = anyio.run(_finished_goal, daemon)
+    finally:
+        daemon.stop()
+    assert done.status == "completed", done
+    assert len(done.attempts) == 2 and runs == [1, 1]  # the first session not run again, the second's run resumed
+    assert (work / "n.txt").read_text().strip() == "2"
+
+
+async def _finished_goal(daemon: Daemon) -> tuple[GoalReport, list[int]]:
+    """The daemon's only goal once it ended, and how many runs each of its work sessions had."""
+    async with mcp_client(daemon, "auto") as client:
+        face = LoomClient(client, on_daemon=True)
+        [goal] = await face.list_goals()
+        with anyio.fail_after(45):
+            done = await face.get_goal(goal.goal_id, wait_s=40)
+        runs = [
+            sum(1 for e in (await face.read_events(a.session_id, limit=1000)).events if e.type == "run_started")
+            for a in done.attempts
+        ]
+    return done, runs
