@@ -1,7 +1,8 @@
 """The plan's checklist from a real session: a scripted model writes its plan with ``loom__todo`` and marks it.
 
 A real daemon, the TUI under Pilot: the checklist appears with the first write, follows each mark, and a second TUI
-opening the session afterwards shows the same plan. Each update changes the checklist, never adds a line.
+opening the session afterwards (at its end, the runs that wrote the plan not read) shows the same plan, from
+``get_session``. Each update changes the checklist, never adds a line.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 
 from clients.tui.notice_line import NoticeLine
 from clients.tui.todo_list import TodoList
+from clients.tui.tool_block import ToolBlock
 from tests.clients.cli_support import make_project, write_script
 from tests.clients.tui.support import SIZE, connected, tui, type_message, until
 from tests.orchestrator.daemon.daemon_process import running_daemon
@@ -41,6 +43,18 @@ TURNS: list[dict[str, Any]] = [
         "tool_calls": [{"name": "loom__todo", "arguments": {"marks": [{"item": 2, "status": "completed"}]}}],
     },
     {"text": "Two of three done."},
+    # A second run of some 250 events, then a third, short: a session opened again at its end reads its last page
+    # of events (200) from the third run's start, so the run that wrote the plan is older history, not read.
+    *(
+        {
+            "tool_calls": [
+                {"name": "fs__read", "arguments": {"path": "README.md", "end_line": 60 * k + n + 1}} for n in range(60)
+            ]
+        }
+        for k in range(4)
+    ),
+    {"text": "Read it all."},
+    {"text": "Nothing to add."},
 ]
 
 
@@ -59,6 +73,13 @@ async def planned(home: Path, work: Path, model: str) -> tuple[list[list[str]], 
         stages.append(todo.text.splitlines())
         await until(pilot, lambda: app.status.run == "completed", "the run to end")
         stages.append(todo.text.splitlines())
+        await type_message(pilot, "read the readme, all of it")
+        await until(pilot, lambda: any(t.source == "Read it all." for t in app.conversation.texts), "run 2", 60)
+        await until(pilot, lambda: app.status.run == "completed", "run 2 to end")
+        await type_message(pilot, "anything else?")
+        await until(
+            pilot, lambda: any(t.source == "Nothing to add." for t in app.conversation.texts), "the 2nd run", 60
+        )
         notices = [n.text for n in app.conversation.query(NoticeLine) if "plan" in n.text]
         session_id = app.session_id
     assert session_id is not None
@@ -67,6 +88,9 @@ async def planned(home: Path, work: Path, model: str) -> tuple[list[list[str]], 
         await connected(pilot)
         reopened = again.query_one(TodoList)
         await until(pilot, lambda: reopened.display, "the reopened session's plan")
+        await until(pilot, lambda: len(again.conversation.texts) == 1, "the last run shown")
+        # Opened at its end: the runs that wrote the plan are older history, not read; get_session said the plan.
+        assert again.conversation.has_older and not any("todo" in t.tool for t in again.query(ToolBlock))
         return stages, reopened.text.splitlines(), " ".join(notices)
 
 
