@@ -282,12 +282,17 @@ class LoomClient:
     # -- handoff and memory --------------------------------------------------------------------------
 
     async def handoff_session(
-        self, session_id: str, instructions: str = "", *, keep_memory: bool = False
+        self, session_id: str, instructions: str = "", *, keep_memory: bool = False, trigger: str = "manual"
     ) -> HandoffReport:
-        """Hand an idle session off to a fresh one, starting from the handoff its model writes (the old is archived)."""
+        """Hand an idle session off to a fresh one, starting from the handoff its model writes (the old is archived).
+
+        ``trigger``: ``goal`` when a goal's controller hands off its work session.
+        """
         arguments: dict[str, Any] = {"session_id": session_id, "instructions": instructions}
         if keep_memory:
             arguments["keep_memory"] = True
+        if trigger != "manual":
+            arguments["trigger"] = trigger
         return await self.call("handoff_session", HandoffReport, **arguments)
 
     async def get_handoff(self, session_id: str) -> HandoffReport:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from clients.loom import FaceError, open_client
 from orchestrator.context.handoff import BLOCKS
 from tests.mcp_calls import call, error_of
 from tests.orchestrator.face.test_face import face_client
@@ -75,3 +76,18 @@ async def test_handoffs_are_refused_for_unknown_busy_and_archived_sessions(tmp_p
     assert f"session '{sid}' has no handoff" in none_yet
     assert "is busy" in busy and "is archived" in archived
     assert "instructions" in too_long
+
+
+async def test_the_client_library_has_the_three_calls_typed(tmp_path: Path) -> None:
+    spec = model_spec(tmp_path)
+    async with open_client(tmp_path / "home", cwd=tmp_path) as loom:
+        session = await loom.create_session(str(tmp_path), model=spec, mode="bypass")
+        await loom.send_message(session.session_id, GOAL, wait_s=20)
+        done = await loom.handoff_session(session.session_id, "Then list them.", trigger="goal")
+        shown = await loom.get_handoff(done.new_session_id)
+        archived = await loom.archive_memory(session.session_id)
+        with pytest.raises(FaceError, match="already handed off"):
+            await loom.handoff_session(session.session_id)
+    assert done.trigger == "goal" and done.memory is not None and done.memory.keys == ["count"]
+    assert shown.session_id == session.session_id and shown.extra == "Then list them."
+    assert archived.session_id == session.session_id and archived.unchanged == ["count"]
