@@ -7,10 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.config import LoomConfig, ShellOptions
 from orchestrator.context.history import rebuild_history
 from orchestrator.events import RunFinished, UserMessage
 from orchestrator.messages import Message, TextBlock
+from orchestrator.policy.narrowing import Bounds
 from orchestrator.runtime.embedded import embedded_runtime
+from orchestrator.runtime.lineage import Lineage
+from orchestrator.runtime.runtime import ChildOpening
 from tests.orchestrator.hooks.support import handler, hook_runs, opened, script, turns, write_hooks
 
 pytestmark = pytest.mark.anyio
@@ -133,3 +137,24 @@ async def test_no_hooks_file_means_no_hooks_object(tmp_path: Path) -> None:
     async with opened(tmp_path / "home", work, turns({"text": "ok"})) as (_, session):
         assert session.hooks is None and session.compactor.hooks is None
         await session.run("hi")
+
+
+async def test_a_child_session_fires_subagent_stop_not_stop(tmp_path: Path) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    marks = tmp_path / "marks"
+    mark = script(
+        tmp_path,
+        "mark",
+        f"import json, sys\nopen({str(marks)!r}, 'a').write(json.load(sys.stdin)['hook_event_name'] + '\\n')\n",
+    )
+    write_hooks(
+        home / "hooks.json", {"Stop": [{"hooks": [handler(mark)]}], "SubagentStop": [{"hooks": [handler(mark)]}]}
+    )
+    bounds = Bounds(label="the parent", mode="bypass", rules=(), cwd=str(work), headless=True)
+    child = ChildOpening(bounds=bounds, lineage=Lineage("s_parent", "r_parent", ("s_parent",), "worker", ""))
+    async with embedded_runtime(home, config=LoomConfig(shell=ShellOptions(sandbox="off"))) as runtime:
+        async with runtime.open_session(work, turns({"text": "child done"}), child=child) as session:
+            result = await session.run("do the task")
+    assert result.status == "completed"
+    assert marks.read_text().splitlines() == ["SubagentStop"]
