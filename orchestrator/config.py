@@ -26,6 +26,10 @@ closed session is reopened from the store when it is next used (see :mod:`orches
 The advisor: the top-level ``advisor`` is a mode, ``"off"`` (the default), ``"lightweight"`` or ``"full"``, or an
 object ``{"mode": "full", "model": "anthropic:claude-haiku-4-5", "timeout": 30}`` (``model`` defaults to the
 session's own model, ``timeout`` to 60 seconds); see :mod:`orchestrator.loop.advisor`.
+
+Loop detection: the top-level ``loop`` is ``{"noticeAfter": 3, "stopAfter": 5}`` (those are the defaults), ``true``
+(the defaults) or ``false`` (off); see :mod:`orchestrator.loop.repeats`. An untrusted project may make it stricter,
+never turn it off or loosen it.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ __all__ = [
     "AdvisorSettings",
     "ConfigError",
     "LoomConfig",
+    "LoopSettings",
     "ServerConfig",
     "SessionLimits",
     "ShellOptions",
@@ -132,6 +137,22 @@ class AdvisorSettings:
     """``timeout``: seconds the advisor may take before the batch goes on to policy without its review."""
 
 
+DEFAULT_LOOP_NOTICE_AFTER = 3
+DEFAULT_LOOP_STOP_AFTER = 5
+
+
+@dataclass(frozen=True, slots=True)
+class LoopSettings:
+    """When a run that keeps repeating itself is told so, and when it is stopped (top-level ``loop``)."""
+
+    enabled: bool = True
+    """``"loop": false`` turns loop detection off: no notices, no stops."""
+    notice_after: int = DEFAULT_LOOP_NOTICE_AFTER
+    """``noticeAfter``: the model is told once the same step (or cycle) has come round this many times in a row."""
+    stop_after: int = DEFAULT_LOOP_STOP_AFTER
+    """``stopAfter``: the run ends ``failed`` (reason ``loop: ...``) when it has come round this many times."""
+
+
 DEFAULT_IDLE_CLOSE_S = 600.0
 DEFAULT_MAX_OPEN_SESSIONS = 16
 
@@ -164,6 +185,8 @@ class LoomConfig:
     """The top-level ``sessions`` limits, or None when the file does not set them."""
     advisor: AdvisorSettings | None = None
     """The top-level ``advisor``, or None when the file does not set it (then it is off)."""
+    loop: LoopSettings | None = None
+    """The top-level ``loop``, or None when the file does not set it (then the defaults apply)."""
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -329,6 +352,7 @@ def parse_config(text: str, path: Path) -> LoomConfig:
     profiles = _profiles(data.get("models"), f"{path}: models")
     sessions = _sessions(data["sessions"], f"{path}: sessions") if "sessions" in data else None
     advisor = parse_advisor(data["advisor"], f"{path}: advisor") if "advisor" in data else None
+    loop = parse_loop(data["loop"], f"{path}: loop") if "loop" in data else None
     return LoomConfig(
         model=model,
         servers=servers,
@@ -337,6 +361,7 @@ def parse_config(text: str, path: Path) -> LoomConfig:
         profiles=profiles,
         sessions=sessions,
         advisor=advisor,
+        loop=loop,
     )
 
 
@@ -362,6 +387,40 @@ def parse_advisor(raw: object, where: str) -> AdvisorSettings:
         raise ConfigError(f"{where}.model must be a model like 'anthropic:claude-haiku-4-5', not {model!r}")
     timeout = _number(raw.get("timeout"), f"{where}.timeout", DEFAULT_ADVISOR_TIMEOUT_S)
     return AdvisorSettings(mode=mode, model=model, timeout_s=timeout)
+
+
+def parse_loop(raw: object, where: str) -> LoopSettings:
+    """Validate a ``loop`` value: ``true``, ``false`` or ``{"noticeAfter": N, "stopAfter": M}`` with 2 <= N < M.
+
+    Raises:
+        ConfigError: another kind of value, an unknown key, a count that is not a whole number of at least 2, or a
+            ``stopAfter`` that does not exceed ``noticeAfter`` (``where`` names the file).
+    """
+    shape = '{"noticeAfter": 3, "stopAfter": 5}'
+    if isinstance(raw, bool):
+        return LoopSettings(enabled=raw)
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where} must be an object like {shape}, or false to turn loop detection off")
+    unknown = sorted(set(raw) - {"noticeAfter", "stopAfter"})
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r}; the keys are 'noticeAfter' and 'stopAfter'")
+    counts: dict[str, int] = {}
+    for key, default in (("noticeAfter", DEFAULT_LOOP_NOTICE_AFTER), ("stopAfter", DEFAULT_LOOP_STOP_AFTER)):
+        value = raw.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+            off = ' (to turn loop detection off, write "loop": false)' if value in (0, False, None) else ""
+            raise ConfigError(
+                f"{where}.{key} must be a whole number of repeats, at least 2, not {json.dumps(value)}{off}"
+            )
+        counts[key] = value
+    notice, stop = counts["noticeAfter"], counts["stopAfter"]
+    if stop <= notice:
+        said = {k: "" if k in raw else ", the default" for k in counts}
+        raise ConfigError(
+            f"{where}.stopAfter ({stop}{said['stopAfter']}) must be more than noticeAfter ({notice}"
+            f"{said['noticeAfter']}): the model is told of the loop first, and the run stops if it goes on"
+        )
+    return LoopSettings(notice_after=notice, stop_after=stop)
 
 
 def _sessions(raw: object, where: str) -> SessionLimits:
@@ -454,6 +513,8 @@ def load_config(home: Path, project: Path, extra: Path | None = None) -> LoomCon
             found, ignored = _untrusted(found, base, snapshot.config_path, state)
             user_advisor = next((la.advisor for la in reversed(layers) if la.advisor is not None), AdvisorSettings())
             found, ignored = _untrusted_advisor(found, user_advisor, snapshot.config_path, state, ignored)
+            user_loop = next((la.loop for la in reversed(layers) if la.loop is not None), LoopSettings())
+            found, ignored = _untrusted_loop(found, user_loop, snapshot.config_path, state, ignored)
         layers.append(found)
     if extra is not None:
         layers.append(load_config_file(extra))
@@ -464,6 +525,7 @@ def load_config(home: Path, project: Path, extra: Path | None = None) -> LoomCon
     profiles: dict[str, ProfileSettings] = {}
     sessions: SessionLimits | None = None
     advisor: AdvisorSettings | None = None
+    loop: LoopSettings | None = None
     for cfg in layers:
         model = cfg.model or model
         servers.update({s.name: s for s in cfg.servers})
@@ -472,6 +534,7 @@ def load_config(home: Path, project: Path, extra: Path | None = None) -> LoomCon
         profiles.update(cfg.profiles)
         sessions = cfg.sessions or sessions
         advisor = cfg.advisor or advisor
+        loop = cfg.loop or loop
     return LoomConfig(
         model=model,
         servers=tuple(servers.values()),
@@ -481,6 +544,7 @@ def load_config(home: Path, project: Path, extra: Path | None = None) -> LoomCon
         ignored=tuple(ignored),
         sessions=sessions,
         advisor=advisor,
+        loop=loop,
     )
 
 
@@ -536,3 +600,26 @@ def _untrusted_advisor(
         f"review it and run `loom trust` in {path.parent.parent} to use it"
     )
     return replace(found, advisor=None), [*ignored, sentence]
+
+
+def _untrusted_loop(
+    found: LoomConfig, base: LoopSettings, path: Path, state: str, ignored: list[str]
+) -> tuple[LoomConfig, list[str]]:
+    """``found`` without loop settings looser than the user's: off, or a notice or a stop that comes later.
+
+    A repository's config is written by whoever wrote the repository; letting it turn loop detection off would let
+    it run a session's budget down unnoticed. It may make detection stricter (earlier notices and stops).
+    """
+    loop = found.loop
+    if loop is None or not base.enabled:
+        return found, ignored
+    if loop.enabled and loop.notice_after <= base.notice_after and loop.stop_after <= base.stop_after:
+        return found, ignored
+    why = "it changed since you trusted it" if state == "changed" else "the project is not trusted"
+    asked = "off" if not loop.enabled else f"noticeAfter {loop.notice_after}, stopAfter {loop.stop_after}"
+    sentence = (
+        f"{path}: ignoring its loop settings ({asked}), which detect loops less than yours (noticeAfter "
+        f"{base.notice_after}, stopAfter {base.stop_after}): {why}; review it and run `loom trust` in "
+        f"{path.parent.parent} to use it"
+    )
+    return replace(found, loop=None), [*ignored, sentence]

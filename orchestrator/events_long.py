@@ -106,6 +106,11 @@ class LoopDetected(_EventBase):
     """How many times the call (or the cycle) has come round in a row."""
     calls: list[str] = Field(default_factory=list[str])
     """The repeated calls, as ``tool(arguments)`` clipped for display, in cycle order."""
+    period: int = 1
+    """How many steps one round takes: 1 is the same step again, 2 or 3 a cycle (A, B, A, B, ...)."""
+    note: str = ""
+    """What the model was told (a notice), placed after the step's tool results; a rebuilt history places it
+    again. Empty for a stop."""
 
 
 # -- goals ---------------------------------------------------------------------------------------------------

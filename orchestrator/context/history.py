@@ -11,7 +11,8 @@ model APIs reject a tool call without its result, and the model should know the 
 A resumed run (``run_resumed``) continues the turn its interruption left open: the results recorded
 after the resume join those recorded before it, and the resume's note to the model follows them, so
 the rebuilt history is what the resumed run's model saw. The advisor's warnings about a batch
-(``advisor_reviewed`` with the verdict ``warn``) follow its results, before any resume note, as the loop placed them.
+(``advisor_reviewed`` with the verdict ``warn``) follow its results, before any resume note, as the loop placed them;
+so does a loop's notice (``loop_detected`` with a ``note``), after the advisor's warnings.
 
 A session started from another's handoff opens with a copy of it (``handoff_written`` with ``from_session_id``):
 its history begins with the handoff as a user turn, before its first message.
@@ -41,7 +42,7 @@ from orchestrator.events import (
     ToolCallFinished,
     UserMessage,
 )
-from orchestrator.events_long import HandoffWritten, HookRan
+from orchestrator.events_long import HandoffWritten, HookRan, LoopDetected
 from orchestrator.loop.advisor import advice_note
 from orchestrator.messages import Message, TextBlock, ToolResultBlock
 
@@ -200,6 +201,8 @@ def _rebuild(events: Iterable[Event], *, open_tail: bool) -> tuple[list[Message]
             note.append(event.note)
         elif isinstance(event, AdvisorReviewed) and (warning := advice_note(event)) is not None:
             advice.append(warning)
+        elif isinstance(event, LoopDetected) and event.note:
+            advice.append(TextBlock(text=event.note))  # stored after the step's results, so after the warnings
         elif isinstance(event, HookRan) and event.context:
             advice.append(TextBlock(text=event.context))  # stored where the loop placed it: after results, prompt
         elif isinstance(event, RunFinished) and event.status not in _RESUMABLE:

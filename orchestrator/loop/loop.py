@@ -25,12 +25,14 @@ from orchestrator.events import ApprovalKind, AssistantMessage, Event, RunStatus
 from orchestrator.hub.pool import Hub, ToolOutcome
 from orchestrator.loop.advisor import advice_note, rejection
 from orchestrator.loop.approvals import Approvals
+from orchestrator.loop.repeats import watch_for
 from orchestrator.loop.steps import EmbeddedSteps, Steps, finished_event, started_event
 from orchestrator.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from orchestrator.models.base import Model, ModelRequest, ModelResponse, ToolSpec
 from orchestrator.store.eventlog import EventLog
 
 if TYPE_CHECKING:
+    from orchestrator.config import LoopSettings
     from orchestrator.context.compactor import Compactor
     from orchestrator.hooks import SessionHooks
     from orchestrator.loop.advisor import Advisor
@@ -58,6 +60,8 @@ class RunContext:
     history before a model call that would pass the threshold; None does neither."""
     advisor: Advisor | None = None
     """Reviews each batch of tool calls before policy decides it (:mod:`orchestrator.loop.advisor`); None: no review."""
+    loop: LoopSettings | None = None
+    """When a run repeating itself is told, and stopped (:mod:`orchestrator.loop.repeats`); None: never."""
     unstored: list[Event] = field(default_factory=list[Event])
     """Events of the run's last step that the loop left for the run's end to store, in the batch with its
     ``run_finished``: a final answer starts no call, so nothing has to be on record before the run ends."""
@@ -76,13 +80,14 @@ class LoopResult:
 
 
 async def run_loop(ctx: RunContext) -> LoopResult:
-    """Run until the model stops asking for tools or ``max_steps`` model calls have been made.
+    """Run until the model stops asking for tools, ``max_steps`` model calls have been made, or it loops.
 
     Raises:
         orchestrator.models.base.ModelError: a model call failed for good (after any retries).
         orchestrator.store.interface.StoreError: the event log could not be written.
     """
     final_text = ""
+    watch = watch_for(ctx)  # counts from the run's steps already in the history: a resume goes on counting
     while ctx.step < ctx.max_steps:
         # Event-log writes are shielded, so a cancel that lands during one is honoured here.
         await anyio.lowlevel.checkpoint_if_cancelled()
@@ -152,7 +157,10 @@ async def run_loop(ctx: RunContext) -> LoopResult:
             results.append(note)  # the warnings follow the results, as a rebuilt history places them
         if ctx.hooks is not None:
             results.extend(await ctx.hooks.post_tools(ctx, approved, results))
+        looped = None if watch is None else await watch.after_step(ctx, uses, results)
         ctx.history.append(Message(role="user", content=results))
+        if looped is not None:
+            return LoopResult("failed", looped, final_text, ctx.step)
     return LoopResult("failed", f"max_steps: stopped after {ctx.max_steps} model calls", final_text, ctx.step)
 
 

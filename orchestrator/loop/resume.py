@@ -15,7 +15,8 @@ next model call:
 
 The advisor is not asked again about the interrupted batch: its review was stored with the assistant message,
 so a rejection's refusals are among the finished calls, and the warnings of its stored review are placed
-after the results again.
+after the results again. Loop detection goes on counting from the run's steps before the interruption
+(:mod:`orchestrator.loop.repeats`), and a loop's notice about the interrupted step is placed again, after them.
 
 The model is told in a short note, after the tool results, that an interruption happened and what
 became of each call; the note is recorded on the ``run_resumed`` event so that a rebuilt history
@@ -43,6 +44,7 @@ from orchestrator.events import (
     ToolCallStarted,
     event_run_id,
 )
+from orchestrator.events_long import LoopDetected
 from orchestrator.hub.outcomes import ToolOutcome
 from orchestrator.hub.retry import may_retry
 from orchestrator.loop.advisor import advice_note
@@ -85,6 +87,8 @@ class ResumePoint:
     """The owner of a resume that never finished (it was interrupted too), if any."""
     advice: AdvisorReviewed | None = None
     """The advisor's review of the last assistant message's calls, if it had one: it is reused, never asked again."""
+    loop_note: str = ""
+    """What a loop's notice told the model after the last step's results, if it had one: it is placed again."""
     arguments: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
     """The arguments each started call was journalled with (a PreToolUse hook may have rewritten the model's)."""
 
@@ -149,6 +153,7 @@ def find_resume_point(events: Sequence[Event], run_id: str) -> ResumePoint:
         message.message.text if not uses else None,
         resumed_by,
         next((e for e in after if isinstance(e, AdvisorReviewed)), None),
+        loop_note=next((e.note for e in after if isinstance(e, LoopDetected) and e.note), ""),
         arguments={e.call_id: e.arguments for e in after if isinstance(e, ToolCallStarted)},
     )
 
@@ -224,9 +229,10 @@ async def resume_loop(ctx: RunContext, point: ResumePoint, *, headless: bool) ->
     results = await run_tools(ctx, point.uses, to_run, [*stored, *refused, *denied])
     # The advisor's warnings, from its stored review, sit where the loop put them: after the results, before the note.
     advice = advice_note(point.advice) if point.advice is not None else None
+    looped = [TextBlock(text=point.loop_note)] if point.loop_note else []  # a loop's notice came after the warnings
     hooked = await ctx.hooks.post_tools(ctx, to_run, [*results]) if ctx.hooks is not None else []
     ctx.history.append(
-        Message(role="user", content=[*results, *([advice] if advice else []), *hooked, TextBlock(text=note)])
+        Message(role="user", content=[*results, *([advice] if advice else []), *looped, *hooked, TextBlock(text=note)])
     )
     return await run_loop(ctx)
 

@@ -57,6 +57,7 @@ async def embedded_runtime(
                     warnings=config.ignored,
                     model=config.model,
                     advisor=config.advisor,
+                    loop=config.loop,
                 )
 
 

@@ -59,7 +59,7 @@ from orchestrator.trust import load_trusted_rules
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
-    from orchestrator.config import AdvisorSettings
+    from orchestrator.config import AdvisorSettings, LoopSettings
     from orchestrator.loop.advisor import Advisor
     from orchestrator.runtime.handoff import HandoffSeed
 
@@ -113,8 +113,12 @@ class Runtime:
         warnings: Sequence[str] = (),
         model: str | None = None,
         advisor: AdvisorSettings | None = None,
+        loop: LoopSettings | None = None,
     ) -> None:
         self.log = log
+        self.loop = loop
+        """The config's ``loop``: when a run repeating itself is told and stopped, in every session, children too
+        (None: the defaults)."""
         self.advisor = advisor
         """The config's ``advisor``: whether a second model reviews tool calls before policy, in sessions that do
         not choose for themselves."""
@@ -309,6 +313,7 @@ class Runtime:
                 advisor=adviser,
                 advisor_mode=advisor,
                 plan=plan,
+                loop=self.loop,
             )
             session.approvals.allowed_tools |= approved
             hooks.bind(session)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import anyio
 import anyio.to_thread
 
+from orchestrator.config import LoopSettings
 from orchestrator.context.assembly import base_prompt
 from orchestrator.context.compactor import KEEP_SHARE, CompactionReport, Compactor, SwitchError
 from orchestrator.context.history import rebuild_history, user_turn
@@ -94,6 +95,7 @@ class Session:
         advisor: Advisor | None = None,
         advisor_mode: str | None = None,
         plan: SessionPlan | None = None,
+        loop: LoopSettings | None = None,
     ) -> None:
         self.id = session_id
         self.cwd = cwd
@@ -113,6 +115,8 @@ class Session:
         """The session's own advisor mode, if it chose one (its children run with it too)."""
         self.plan = plan if plan is not None else SessionPlan(session_id, log)
         """The model's plan (the ``todo`` tool), as it now stands."""
+        self.loop = loop or LoopSettings()
+        """When a run repeating itself is told and stopped (the config's ``loop``; the defaults when it has none)."""
         self.lineage = lineage or Lineage()
         """Where the session sits in the tree of sessions (a child's parent and ancestors, its agent's role)."""
         self.endings: dict[str, tuple[RunStatus, str]] = {}
@@ -259,6 +263,7 @@ class Session:
             approvals=self.approvals,
             compactor=self.compactor,
             advisor=self.advisor,
+            loop=self.loop,
             hooks=self.hooks,
         )
 

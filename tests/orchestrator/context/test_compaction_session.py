@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.config import LoomConfig, LoopSettings
 from orchestrator.context.history import rebuild_history
 from orchestrator.context.tokens import estimate_request
 from orchestrator.events import CompactionFailed, ContextCompacted, ContextWatermark, Notice, ToolCallFinished
@@ -23,6 +24,8 @@ from orchestrator.runtime.embedded import embedded_runtime
 
 pytestmark = pytest.mark.anyio
 
+READS_ON_PURPOSE = LoomConfig(loop=LoopSettings(enabled=False))
+"""The session reads the same file again and again to fill its context: a loop, on purpose."""
 INSTRUCTION = "Read big.txt again and again. Never write to any file; answer in one line."
 LINE = "the quick brown fox jumps over the lazy dog, line {:03d}\n"
 
@@ -55,7 +58,10 @@ class RecordingModel(ScriptedModel):
 async def test_a_long_session_compacts_twice_and_still_completes(tmp_path: Path) -> None:
     (tmp_path / "big.txt").write_text("".join(LINE.format(i) for i in range(70)))  # ~3,900 chars, ~1,000 tokens
     model = RecordingModel(Script(turns=reading_turns(14), context_window=8000))
-    async with embedded_runtime(tmp_path / "home") as runtime, runtime.open_session(tmp_path, model) as session:
+    async with (
+        embedded_runtime(tmp_path / "home", config=READS_ON_PURPOSE) as runtime,
+        runtime.open_session(tmp_path, model) as session,
+    ):
         result = await session.run(INSTRUCTION)
         events = await runtime.log.store.read_events(session.id)
         history_after = list(session.history)
@@ -96,7 +102,10 @@ async def test_a_summary_that_fails_its_checks_twice_keeps_the_history_and_says_
         {"text": "## Goal and constraints\nstill no instruction and no other sections"},
     ]
     model = RecordingModel(Script(turns=reading_turns(6), context_window=8000, summaries=bad))
-    async with embedded_runtime(tmp_path / "home") as runtime, runtime.open_session(tmp_path, model) as session:
+    async with (
+        embedded_runtime(tmp_path / "home", config=READS_ON_PURPOSE) as runtime,
+        runtime.open_session(tmp_path, model) as session,
+    ):
         result = await session.run(INSTRUCTION)
         events = await runtime.log.store.read_events(session.id)
 
