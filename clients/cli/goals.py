@@ -171,7 +171,8 @@ def goals_command(args: argparse.Namespace) -> int:
             goal = " ".join(g.goal.split())
             goal = goal if len(goal) <= 60 else goal[:59] + "…"
             spent = format_budget(g.budget, g.spent)
-            sys.stdout.write(f"{g.goal_id}  {g.status:<9}  {len(g.attempts)} attempts  {spent}  {goal}\n")
+            tries = f"{len(g.attempts)} attempt{'' if len(g.attempts) == 1 else 's'}"
+            sys.stdout.write(f"{g.goal_id}  {g.status:<9}  {tries:<10}  {spent}  {goal}\n")
         return EXIT_OK
 
     return with_client(main, shared=True)

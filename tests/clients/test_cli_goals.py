@@ -88,7 +88,7 @@ def test_on_the_daemon_a_detached_goal_is_listed_running_and_cancelled_by_id(tmp
     assert goal_id.startswith("goal_") and running.stdout.startswith(f"{goal_id}  running ")
     assert cancelled.returncode == 0 and f"goal {goal_id}: cancelled - cancelled by a client" in cancelled.stdout
     assert "  left: counted - not judged yet" in cancelled.stdout
-    assert after.stdout.startswith(f"{goal_id}  cancelled  1 attempts")
+    assert after.stdout.startswith(f"{goal_id}  cancelled  1 attempt   sessions 1/5")
     assert again.returncode == 2 and "already ended cancelled" in again.stderr
 
 
