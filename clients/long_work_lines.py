@@ -64,7 +64,12 @@ def hook_line(event: HookRan) -> tuple[str, Level] | None:
     command = f" ({first_line(event.command, 80)})"
     if event.outcome == "error":
         how = "timed out or could not start" if event.exit_code is None else f"exited {event.exit_code}"
-        return f"{who} failed ({how}){why}{command}; a failed hook blocks unless its onError is allow", "error"
+        line = f"{who} failed ({how}): {first_line(event.reason, 500)}" if event.reason else f"{who} failed ({how})"
+        if event.command not in line:
+            line += command
+        if "onError" not in line:  # the runner's reason usually says how to opt out; if not (or cut), this does
+            line += "; a failed hook blocks unless its onError is allow"
+        return line, "error"
     said: dict[str, tuple[str, Level]] = {
         "deny": ("denied the call", "warning"),
         "block": ("blocked it", "warning"),
