@@ -7,9 +7,10 @@ it and drives it in the background, so the tool answers at once. Work sessions a
 session, started through Loom's own face in-process with one client held for the life of the host.
 
 Nothing here holds state the store does not have: a goal is the fold of its session's events. A goal's session is
-found by its head (its first events hold its ``goal_started``); the host reads the heads of the newest
-:data:`RECENT_SESSIONS` top-level sessions once, then keeps the index as goals start. When the host closes (or the
-process dies) goals stop where their events left them; :meth:`Goals.resume_unfinished` carries them on.
+found by its head (its first events hold its ``goal_started``): among the newest :data:`RECENT_SESSIONS` sessions,
+the host reads the heads of those that have children or a goal's title, once, then keeps the index as goals start.
+When the host closes (or the process dies) goals stop where their events left them; :meth:`Goals.resume_unfinished`
+carries them on.
 """
 
 from __future__ import annotations
@@ -33,14 +34,16 @@ if TYPE_CHECKING:
     from orchestrator.protocol_long import GoalReport
     from orchestrator.runtime.host import SessionHost
 
-__all__ = ["HEAD_EVENTS", "RECENT_SESSIONS", "Goals"]
+__all__ = ["GOAL_TITLE", "HEAD_EVENTS", "RECENT_SESSIONS", "Goals"]
 
 logger = logging.getLogger(__name__)
 
-RECENT_SESSIONS = 1000
+RECENT_SESSIONS = 500
 """How many of the newest sessions are looked through for goals (once per host)."""
 HEAD_EVENTS = 6
 """A goal session's ``goal_started`` is among its first events (after ``session_created`` and a notice or two)."""
+GOAL_TITLE = "goal: "
+"""How a goal's session is titled (then the goal, cut)."""
 
 
 @dataclass
@@ -117,7 +120,7 @@ class Goals:
         )
         controller = await self._controller(session.id)
         state = await controller.begin(goal, criteria, budget)
-        await self.host.runtime.log.store.set_session_title(session.id, f"goal: {' '.join(goal.split())[:70]}")
+        await self.host.runtime.log.store.set_session_title(session.id, f"{GOAL_TITLE}{' '.join(goal.split())[:70]}")
         (await self._goal_index())[state.goal_id] = session.id
         self._drive(controller, state)
         return report(state)
@@ -235,8 +238,14 @@ class Goals:
             if self._index is None:
                 store = self.host.runtime.log.store
                 found: dict[str, str] = {}
-                for record in reversed(await store.list_sessions(include_archived=True, limit=RECENT_SESSIONS)):
+                records = await store.list_sessions(include_archived=True, limit=RECENT_SESSIONS)
+                # Only a goal's session is read: a top-level session with children (its work sessions), or titled
+                # as one (the title is set as the goal starts, before its first child is created).
+                parents = {r.parent_session_id for r in records if r.parent_session_id}
+                for record in reversed(records):
                     if record.parent_session_id or record.last_seq < 2:
+                        continue
+                    if record.id not in parents and not record.title.startswith(GOAL_TITLE):
                         continue
                     for event in await store.read_events(record.id, limit=HEAD_EVENTS):
                         if isinstance(event, GoalStarted):
