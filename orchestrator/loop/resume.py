@@ -44,7 +44,7 @@ from orchestrator.events import (
     ToolCallStarted,
     event_run_id,
 )
-from orchestrator.events_long import LoopDetected
+from orchestrator.events_long import HookRan, LoopDetected
 from orchestrator.hub.outcomes import ToolOutcome
 from orchestrator.hub.retry import may_retry
 from orchestrator.loop.advisor import advice_note
@@ -91,6 +91,8 @@ class ResumePoint:
     """What a loop's notice told the model after the last step's results, if it had one: it is placed again."""
     arguments: dict[str, dict[str, Any]] = field(default_factory=dict[str, dict[str, Any]])
     """The arguments each started call was journalled with (a PreToolUse hook may have rewritten the model's)."""
+    sent_on: tuple[str, ...] = ()
+    """What Stop hooks told the model after its last answer: they sent the run on, so it had not ended there."""
 
     def as_started(self) -> list[ToolUseBlock]:
         """``uses`` with the arguments they started with: what ran is what runs again."""
@@ -142,6 +144,7 @@ def find_resume_point(events: Sequence[Event], run_id: str) -> ResumePoint:
     later = [
         e for e in events[index + 1 :] if isinstance(e, ContextCompacted) and e.kept_from_seq <= (message.seq or 0)
     ]
+    sent_on = tuple(e.context for e in after if isinstance(e, HookRan) and e.context) if not uses else ()
     return ResumePoint(
         run_id,
         message.step,
@@ -150,11 +153,12 @@ def find_resume_point(events: Sequence[Event], run_id: str) -> ResumePoint:
         uses,
         {e.call_id: e for e in after if isinstance(e, ToolCallFinished)},
         frozenset(e.call_id for e in after if isinstance(e, ToolCallStarted)),
-        message.message.text if not uses else None,
+        message.message.text if not uses and not sent_on else None,
         resumed_by,
         next((e for e in after if isinstance(e, AdvisorReviewed)), None),
         loop_note=next((e.note for e in after if isinstance(e, LoopDetected) and e.note), ""),
         arguments={e.call_id: e.arguments for e in after if isinstance(e, ToolCallStarted)},
+        sent_on=sent_on,
     )
 
 
@@ -195,6 +199,8 @@ async def resume_loop(ctx: RunContext, point: ResumePoint, *, headless: bool) ->
     if review and headless:
         return LoopResult("needs_review", needs_review_reason(review), "", point.after_step)
     if not point.uses:
+        for text in point.sent_on:  # a Stop hook's reason to go on comes first, as a rebuilt history places it
+            append_note(ctx.history, TextBlock(text=text))
         append_note(ctx.history, TextBlock(text=note))
         return await run_loop(ctx)
 
