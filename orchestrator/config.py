@@ -352,6 +352,8 @@ def parse_config(text: str, path: Path) -> LoomConfig:
     profiles = _profiles(data.get("models"), f"{path}: models")
     sessions = _sessions(data["sessions"], f"{path}: sessions") if "sessions" in data else None
     advisor = parse_advisor(data["advisor"], f"{path}: advisor") if "advisor" in data else None
+    if "goals" in data:  # read by the host (orchestrator.goals.settings); checked here to be reported as the file's
+        _check_goals(data["goals"], f"{path}: goals")
     loop = parse_loop(data["loop"], f"{path}: loop") if "loop" in data else None
     return LoomConfig(
         model=model,
@@ -363,6 +365,16 @@ def parse_config(text: str, path: Path) -> LoomConfig:
         advisor=advisor,
         loop=loop,
     )
+
+
+def _check_goals(raw: object, where: str) -> None:
+    """Refuse a ``goals`` value the host could not use (see :mod:`orchestrator.goals.settings`)."""
+    from orchestrator.goals.settings import SettingsError, parse_settings
+
+    try:
+        parse_settings(raw, where)
+    except SettingsError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def parse_advisor(raw: object, where: str) -> AdvisorSettings:

@@ -20,7 +20,6 @@ import logging
 import secrets
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import anyio
 
@@ -48,6 +47,7 @@ from orchestrator.goals.grading import (
     tokens_of,
     work_brief,
 )
+from orchestrator.goals.settings import GoalSettings
 from orchestrator.goals.state import Attempt, GoalState, findings_of, left_criteria
 
 __all__ = ["GRADER", "GoalController", "GoalError", "GoalSettings", "check_goal"]
@@ -65,22 +65,6 @@ HANDOFF_NOTE = "This session continues a goal; its next message is the brief for
 
 class GoalError(ValueError):
     """A goal cannot be started as asked; the message says why."""
-
-
-@dataclass(frozen=True, slots=True)
-class GoalSettings:
-    """How goals run (the top-level ``goals`` key of the config).
-
-    Attributes:
-        handoff_at: A work session whose watermark (context used / window) reached this is continued through a
-            handoff by the next session; None: never.
-        grader_timeout_s: Each grader run's deadline.
-        wait_grace_s: How long past a child's own deadline the controller waits before cancelling it itself.
-    """
-
-    handoff_at: float | None = 0.7
-    grader_timeout_s: float = 900.0
-    wait_grace_s: float = 30.0
 
 
 def check_goal(goal: str, criteria: Sequence[str]) -> list[str]:

@@ -9,13 +9,28 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 
-from orchestrator.goals.controller import GoalSettings
-
-__all__ = ["parse_settings", "read_settings"]
+__all__ = ["GoalSettings", "SettingsError", "parse_settings", "read_settings"]
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class GoalSettings:
+    """How goals run (the top-level ``goals`` key of the config).
+
+    Attributes:
+        handoff_at: A work session whose watermark (context used / window) reached this is continued through a
+            handoff by the next session; None: never.
+        grader_timeout_s: Each grader run's deadline.
+        wait_grace_s: How long past a child's own deadline the controller waits before cancelling it itself.
+    """
+
+    handoff_at: float | None = 0.7
+    grader_timeout_s: float = 900.0
+    wait_grace_s: float = 30.0
 
 
 class SettingsError(ValueError):
