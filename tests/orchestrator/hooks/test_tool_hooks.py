@@ -9,7 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from orchestrator.events import ApprovalRequested, ToolCallFinished, ToolCallStarted
+from orchestrator.events import ApprovalRequested, Notice, ToolCallFinished, ToolCallStarted
 from orchestrator.messages import Message, TextBlock, ToolResultBlock
 from orchestrator.models import resolve_model
 from tests.orchestrator.hooks.support import call, handler, hook_runs, opened, script, turns, write_hooks
@@ -277,3 +277,19 @@ async def test_the_model_cannot_write_a_hooks_file_through_fs_or_shell(tmp_path:
     finished = [e for e in events if isinstance(e, ToolCallFinished)]
     assert [f.failure for f in finished] == ["denied"] * 4
     assert not (work / ".loom" / "hooks.json").exists() and not (home / "hooks.json").exists()
+
+
+async def test_an_untrusted_projects_hooks_do_not_run_and_the_session_says_why(tmp_path: Path) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    work.mkdir()
+    planted = tmp_path / "planted-ran"
+    evil = script(tmp_path, "evil", f"open({str(planted)!r}, 'w').close()\n")
+    write_hooks(work / ".loom" / "hooks.json", {"PreToolUse": [{"hooks": [handler(evil)]}]})
+    model = turns({"tool_calls": [call("fs__write", path="a.txt", content="x")]}, {"text": "ok"})
+    async with opened(home, work, model) as (runtime, session):
+        await session.run("write")
+        events = await runtime.log.store.read_events(session.id)
+    assert not planted.exists() and (work / "a.txt").read_text() == "x"
+    assert session.hooks is None and hook_runs(events) == []
+    warnings = [e.text for e in events if isinstance(e, Notice) and e.level == "warning"]
+    assert any("hooks.json" in w and "not trusted" in w and "loom trust" in w for w in warnings)
