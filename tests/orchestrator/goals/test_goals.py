@@ -142,3 +142,21 @@ async def test_a_work_session_past_the_watermark_is_continued_through_a_handoff(
     received = "\n".join(m.text for m in turns[len(WORK_TURNS)].messages)  # the fresh session's first request
     assert "## State of files and systems" in received and "continues a goal" in received  # the handoff, carried
     assert "do it again" in received  # and the brief with the last verdict's findings
+
+
+async def test_the_steps_left_bound_the_next_session_and_a_spent_step_budget_fails_the_goal(tmp_path: Path) -> None:
+    work_model = prepare(tmp_path, [verdict(True, False)] * 2)
+    async with loom(tmp_path) as (host, face):
+        started = await face.start_goal(
+            "g", CRITERIA, budget=GoalBudget(steps=4), cwd=str(tmp_path / "work"), model=work_model, mode="bypass"
+        )
+        with anyio.fail_after(60):
+            done = await face.get_goal(started.goal_id, wait_s=50)
+        second = done.attempts[1].session_id
+        runs = await host.runtime.log.store.list_runs(second)
+        with pytest.raises(Exception, match="no goal 'goal_nope'; list_goals shows the goals there are"):
+            await face.get_goal("goal_nope")
+    # The first session took its 3 steps; the second was bounded by the 1 left, and then the budget was spent.
+    assert done.status == "failed" and "its budget of 4 steps is spent (4 used)" in done.reason, done
+    assert len(done.attempts) == 2 and done.spent.steps == 4
+    assert [r.reason.split(":")[0] for r in runs] == ["max_steps"]
