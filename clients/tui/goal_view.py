@@ -80,10 +80,12 @@ class GoalState:
         if isinstance(event, GoalStarted):
             self.goal, self.criteria, self.budget = event.goal, list(event.criteria), event.budget
         elif isinstance(event, GoalSessionStarted):
-            self.sessions.append(SessionRow(event.attempt, event.child_session_id, event.handoff_from))
+            if all(r.session_id != event.child_session_id for r in self.sessions):  # a session is one row
+                self.sessions.append(SessionRow(event.attempt, event.child_session_id, event.handoff_from))
             self.spent = _most(self.spent, event.spent)
         elif isinstance(event, GoalVerdict):
-            row = next((r for r in self.sessions if r.attempt == event.attempt), None)
+            row = next((r for r in self.sessions if r.session_id == event.child_session_id), None)
+            row = row or next((r for r in reversed(self.sessions) if r.attempt == event.attempt), None)
             if row is None:  # shown from the middle: the session's start was not read
                 row = SessionRow(event.attempt, event.child_session_id)
                 self.sessions.append(row)

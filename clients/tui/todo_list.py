@@ -5,9 +5,10 @@ whole list, and ``get_session`` has the list as it stands (``todos``), for a ses
 reconnection (its last update may be in history not read). The stream wins: once an update has come on it, what
 ``get_session`` said earlier is out of date.
 
-The list is drawn in at most :data:`MOST_LINES` lines whatever its length, always with the item in progress in
-view; items are marked ``[x]`` done, ``[>]`` in progress, ``[ ]`` pending (readable without colour). Hidden while
-the session has no plan. Every text came from a model: each item is cut to one safe line.
+The list is drawn in at most :data:`MOST_LINES` lines under its heading whatever its length, always with the item
+in progress in view (the heading counts the items left out above and below); items are marked ``[x]`` done,
+``[>]`` in progress, ``[ ]`` pending (readable without colour). Hidden while the session has no plan. Every text
+came from a model: each item is cut to one safe line.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from orchestrator.events_long import TodoItem, TodoUpdated
 
 __all__ = ["MOST_LINES", "TodoList", "visible_items"]
 
-MOST_LINES = 6
-"""Items drawn at most (the heading and a line saying how many more are above and below come besides)."""
+MOST_LINES = 5
+"""Items drawn at most, under the heading (which says how many are left out above and below)."""
 _WIDTH = 160
 
 _STYLE = {"pending": "", "in_progress": "bold cyan", "completed": "dim green"}
@@ -50,7 +51,7 @@ class TodoList(Static):
     DEFAULT_CSS = """
     TodoList {
         height: auto;
-        max-height: 9;
+        max-height: 6;
         padding: 0 1;
         border-left: thick $accent;
         display: none;
@@ -98,12 +99,12 @@ class TodoList(Static):
             line.append("  ✓ all done", style="green")
             return line  # a finished plan keeps one line: the conversation needs the room
         first, end = visible_items(items)
-        if first:
-            line.append(f"\n  … {first} above", style="dim")
+        hidden = [f"{first} above"] if first else []
+        hidden += [f"{len(items) - end} below"] if end < len(items) else []
+        if hidden:
+            line.append(f"  (… {', '.join(hidden)})", style="dim")
         for item in items[first:end]:
             style = _STYLE.get(item.status, "")
             line.append(f"\n{TODO_MARKS.get(item.status, '[?]')} ", style=style)
             line.append(first_line(item.text, _WIDTH) or "(empty)", style=style)
-        if end < len(items):
-            line.append(f"\n  … {len(items) - end} more", style="dim")
         return line

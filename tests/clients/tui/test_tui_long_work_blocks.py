@@ -1,15 +1,22 @@
 """Long work in the conversation: a goal's block from its events, and the lines of hooks, loops and handoffs.
 
 Fed fixed events, as the daemon sends them on a session's stream, without a daemon (the end-to-end runs of
-``/goal`` and ``/handoff`` are in test_tui_goal_command.py).
+``/goal`` and ``/handoff`` are in test_tui_goal_command.py and test_tui_handoff_command.py); one picture
+(pytest-textual-snapshot) of a goal mid-run over a long plan's checklist.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
+from textual.app import ComposeResult
+from textual.pilot import Pilot
 
 from clients.tui.goal_view import GoalBlock
 from clients.tui.notice_line import NoticeLine
+from clients.tui.todo_list import TodoList
 from orchestrator.events import SessionCreated
 from orchestrator.events_long import (
     CriterionVerdict,
@@ -31,6 +38,7 @@ from tests.clients.tui.scenes import SESSION, TS, ConversationApp, settle
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(60)]
 
+SnapCompare = Callable[..., bool]
 GID = "g_1a2b3c4d"
 CRITERIA = ["the tests pass", "the README documents --json"]
 
@@ -191,3 +199,36 @@ async def test_hooks_that_act_loops_and_handoffs_are_lines_and_quiet_hooks_and_p
         ),
         ("this session continues s_old from its handoff (the old one is archived)", ["-info"]),
     ]
+
+
+class LongWorkApp(ConversationApp):
+    """The conversation over the plan's checklist, as the TUI lays them out."""
+
+    def __init__(self, events: list[Event], plan: TodoUpdated) -> None:
+        super().__init__(events)
+        self.plan = plan
+
+    def compose(self) -> ComposeResult:
+        yield from super().compose()
+        yield TodoList()
+
+    def on_mount(self) -> None:  # Textual calls ConversationApp's on_mount too (it shows the events)
+        self.query_one(TodoList).observe(self.plan)
+
+
+def test_a_goal_mid_run_over_the_plan_picture(snap_compare: SnapCompare) -> None:
+    items = [("read the CLI's sessions command", "completed"), ("parse --json", "completed")]
+    items += [("print the sessions as JSON", "in_progress"), ("test an empty list", "pending")]
+    items += [(f"document step {n}", "pending") for n in range(1, 6)]
+    plan = TodoUpdated(
+        session_id=SESSION,
+        ts=TS,
+        run_id="r_1",
+        items=[TodoItem(text=t, status=s) for t, s in items],
+    )
+
+    async def shown(pilot: Pilot[Any]) -> None:
+        await settle(pilot)
+        await pilot.pause(0.1)
+
+    assert snap_compare(LongWorkApp(three_sessions(), plan), terminal_size=(100, 30), run_before=shown)
