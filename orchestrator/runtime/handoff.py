@@ -150,15 +150,23 @@ class Handoffs:
                 outgoing = written.model_copy(update={"to_session_id": new_id})
                 return [opening, outgoing, SessionArchived(session_id=session_id)]
 
-            fresh = await self._open_fresh(session, record, events, HandoffSeed(session_id, seed))
-            self._done[session_id] = fresh.id
+            try:
+                fresh_id = (await self._open_fresh(session, record, events, HandoffSeed(session_id, seed))).id
+            except HostError:
+                # Stored, then its tools failed to connect: the handoff stands (the store says so), and the fresh
+                # session opens again when it is next used. Not stored: nothing changed, and the refusal says why.
+                stored = await self._outgoing(session_id)
+                if stored is None:
+                    raise
+                fresh_id = stored.to_session_id
+            self._done[session_id] = fresh_id
         finally:
             self._going.discard(session_id)
         if record.title:
-            await host.runtime.log.store.set_session_title(fresh.id, record.title)
+            await host.runtime.log.store.set_session_title(fresh_id, record.title)
         report = HandoffReport(
             session_id=session_id,
-            new_session_id=fresh.id,
+            new_session_id=fresh_id,
             text=text,
             instructions=source.instructions,
             extra=instructions,
