@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from orchestrator.events import Notice, UserMessage
+from orchestrator.events import Event, Notice, UserMessage
 from orchestrator.hooks.config import HookEvent, HookHandler, HooksConfig
 from orchestrator.hooks.decisions import Decision, combine
 from orchestrator.hooks.firing import CLAUDE_MODES, Fired, fire, with_context
@@ -163,7 +163,7 @@ class SessionHooks:
             "PreToolUse", handlers, lambda h: self._tool_payload(h, names, use), run_id=ctx.run_id, call_id=use.id,
             tool=use.name, adjust=back,
         )  # fmt: skip
-        await self.log.append(*(f.event for f in fired))
+        await self.log.append(*_records(fired))
         decided = combine([f.decision for f in fired])
         if decided.updated_input is not None and not decided.block:
             use = use.model_copy(update={"input": decided.updated_input})
@@ -190,7 +190,7 @@ class SessionHooks:
         fired = await self._fire(
             "PermissionRequest", handlers, payload, run_id=ctx.run_id, call_id=use.id, tool=use.name
         )
-        await self.log.append(*(f.event for f in fired))
+        await self.log.append(*_records(fired))
         decided = combine([f.decision for f in fired])
         if decided.permission == "deny":
             return False, f"denied by a PermissionRequest hook: {decided.reason or 'no reason given'}"
@@ -235,7 +235,7 @@ class SessionHooks:
             for f in fired:
                 text = _post_text(use.name, f.decision)
                 told.append(with_context(f, text) if text else f)
-        await self.log.append(*(f.event for f in told))
+        await self.log.append(*_records(told))
         return [TextBlock(text=f.event.context) for f in told if f.event.context]
 
     # -- prompts and ends ----------------------------------------------------------------------------------------
@@ -253,11 +253,11 @@ class SessionHooks:
                                  run_id=ctx.run_id)  # fmt: skip
         decided = combine([f.decision for f in fired])
         if decided.block:
-            await self.log.append(*(f.event for f in fired))
+            await self.log.append(*_records(fired))
             return LoopResult("failed", f"blocked by a UserPromptSubmit hook: {decided.reason}", "", ctx.step), []
         told = [with_context(f, f.decision.context) if f.decision.context else f for f in fired]
         message = UserMessage(session_id=self.session_id, run_id=ctx.run_id, text=text)
-        await self.log.append(message, *(f.event for f in told))
+        await self.log.append(message, *_records(told))
         return None, [TextBlock(text=f.event.context) for f in told if f.event.context]
 
     async def at_stop(self, ctx: RunContext, final_text: str) -> LoopResult | None:
@@ -278,13 +278,13 @@ class SessionHooks:
         fired = await self._fire(event, self.config.of(event), payload, run_id=ctx.run_id)
         decided = combine([f.decision for f in fired])
         if decided.block and decided.error:
-            ctx.unstored.extend(f.event for f in fired)
+            ctx.unstored.extend(_records(fired))
             return LoopResult("failed", decided.reason, final_text, ctx.step)
         if not decided.block:
-            ctx.unstored.extend(f.event for f in fired)
+            ctx.unstored.extend(_records(fired))
             return None
         if count >= self.max_continuations:
-            ctx.unstored.extend(f.event for f in fired)
+            ctx.unstored.extend(_records(fired))
             ctx.unstored.append(
                 Notice(
                     session_id=self.session_id,
@@ -302,7 +302,7 @@ class SessionHooks:
             for f in fired
         ]  # fmt: skip
         answer, ctx.unstored = ctx.unstored, []
-        await self.log.append(*answer, *(f.event for f in told))
+        await self.log.append(*answer, *_records(told))
         ctx.history.append(Message(role="user", content=[TextBlock(text=f.event.context) for f in told
                                                           if f.event.context]))  # fmt: skip
         return LoopResult("running", "a stop hook sent the run on", final_text, ctx.step)
@@ -317,7 +317,7 @@ class SessionHooks:
         fired = await self._fire("SessionStart", handlers, {"source": source})
         told = [with_context(f, f.decision.context) if f.decision.context and not f.decision.error else f
                 for f in fired]  # fmt: skip
-        await self.log.append(*(f.event for f in told))
+        await self.log.append(*_records(told))
         self.session_context = "\n\n".join(f.event.context for f in told if f.event.context)
 
     async def session_end(self, reason: str) -> None:
@@ -327,7 +327,7 @@ class SessionHooks:
             return
         with anyio.CancelScope(shield=True), anyio.move_on_after(SESSION_END_CAP_S):
             fired = await self._fire("SessionEnd", handlers, {"reason": reason})
-            await self.log.append(*(f.event for f in fired))
+            await self.log.append(*_records(fired))
 
     async def pre_compact(self, trigger: str, focus: str, run_id: str | None) -> None:
         """Fire PreCompact (matcher ``manual`` or ``auto``); it cannot block the compaction."""
@@ -337,13 +337,24 @@ class SessionHooks:
             return
         payload = {"trigger": claude, "custom_instructions": focus, "loom_trigger": trigger}
         fired = await self._fire("PreCompact", handlers, payload, run_id=run_id)
-        await self.log.append(*(f.event for f in fired))
+        await self.log.append(*_records(fired))
 
     def prompt_addition(self) -> str:
         """What the system prompt gains from SessionStart hooks."""
         if not self.session_context:
             return ""
         return f"\n\n# Context from SessionStart hooks\n\n{self.session_context}"
+
+
+def _records(fired: list[Fired]) -> list[Event]:
+    """The runs' events, each followed by a notice for its ``systemMessage`` (for the person, not the model)."""
+    records: list[Event] = []
+    for f in fired:
+        records.append(f.event)
+        if f.decision.system_message:
+            text = f"{f.event.hook_event} hook {f.handler.command[:80]!r}: {f.decision.system_message[:2000]}"
+            records.append(Notice(session_id=f.event.session_id, run_id=f.event.run_id, level="info", text=text))
+    return records
 
 
 def _post_text(tool: str, decision: Decision) -> str:

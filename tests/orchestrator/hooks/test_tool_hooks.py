@@ -210,7 +210,7 @@ async def test_post_tool_use_context_reaches_the_model_after_the_results(tmp_pat
         "import json, sys\n"
         "data = json.load(sys.stdin)\n"
         "print(json.dumps({'hookSpecificOutput': {'hookEventName': 'PostToolUse',"
-        " 'additionalContext': 'wrote ' + data['tool_input']['file_path']}}))\n"
+        " 'additionalContext': 'wrote ' + data['tool_input']['file_path']}, 'systemMessage': 'linted'}))\n"
     )
     write_hooks(
         home / "hooks.json",
@@ -224,6 +224,9 @@ async def test_post_tool_use_context_reaches_the_model_after_the_results(tmp_pat
     assert isinstance(last.content[0], ToolResultBlock)
     assert isinstance(last.content[1], TextBlock) and last.content[1].text == f"wrote {work / 'a.txt'}"
     assert [r.outcome for r in hook_runs(events)] == ["context"]
+    # The systemMessage is for the person: a notice on the stream, never text for the model.
+    assert any(isinstance(e, Notice) and e.text.endswith(": linted") for e in events)
+    assert "linted" not in " ".join(b.text for b in last.content if isinstance(b, TextBlock))
 
 
 async def test_a_permission_request_hook_answers_approvals_but_never_for_loom_config(tmp_path: Path) -> None:
