@@ -122,7 +122,7 @@ def long_script(path: Path, reads: int) -> Path:
     ]
     turns.append({"text": "All read."})
     # A window three reads fill to about two thirds of, below the threshold, with every built-in server's tools listed.
-    path.write_text(json.dumps({"context_window": 9500, "turns": turns}), encoding="utf-8")
+    path.write_text(json.dumps({"context_window": 10_000, "turns": turns}), encoding="utf-8")
     return path
 
 
