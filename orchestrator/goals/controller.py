@@ -185,6 +185,8 @@ class GoalController:
             evidence = await self._work(state, attempt, resumed)
             if evidence is None:
                 return  # its run could not be started: the goal failed, saying why
+            if resumed:
+                await self._drop_unjudged_graders(state)
             verdict = await self._grade(state, attempt, evidence)
             if verdict is None:
                 return
@@ -268,6 +270,14 @@ class GoalController:
             await self._finish(state, "failed", f"work session {started.child_session_id} could not run: {exc}")
             return None
         return gather(await self.children.events(started.child_session_id))
+
+    async def _drop_unjudged_graders(self, state: GoalState) -> None:
+        """Cancel a grader a restart interrupted (its run resumed with the host's): the grading is done again."""
+        judged = {a.verdict.grader_session_id for a in state.attempts if a.verdict is not None}
+        with anyio.CancelScope(shield=True):
+            for grader in await self.children.graders():
+                if grader not in judged:
+                    await self.children.cancel_session_run(grader)
 
     async def _grade(self, state: GoalState, attempt: Attempt, evidence: Evidence) -> GoalVerdict | None:
         """Ask a grader child for the verdict on the attempt's evidence, and record it."""

@@ -10,6 +10,7 @@ promotion), saying so in the log.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -70,6 +71,22 @@ class GoalChildren(FaceChildren):
         except self.refusals as exc:
             raise ChildError(str(exc)) from exc
         return str(session.session_id)
+
+    async def graders(self) -> list[str]:
+        """The grader children of the goal's session, oldest first."""
+        sessions = await self.face.list_sessions(include_archived=True)
+        return [
+            str(s.session_id)
+            for s in reversed(sessions)
+            if s.parent_session_id == self.session_id and s.agent == "grader"
+        ]
+
+    async def cancel_session_run(self, session_id: str) -> None:
+        """Cancel a child's run if it has one still going (a refusal: it had ended)."""
+        run_id = await self.find_run(session_id)
+        if run_id:
+            with contextlib.suppress(*self.refusals):
+                await self.face.cancel_run(run_id)
 
     async def events(self, session_id: str) -> list[Event]:
         """Every stored event of a session, paged through ``read_events``."""

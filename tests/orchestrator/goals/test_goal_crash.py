@@ -17,8 +17,10 @@ import anyio
 import pytest
 
 from clients.loom import LoomClient
+from orchestrator.events import ChildStarted
 from tests.orchestrator.daemon.daemon_process import mcp_client, start_daemon
 from tests.orchestrator.goals.loom_goals import (
+    GRADER_TURNS,
     WORK_TURNS,
     event_in,
     of_type,
@@ -76,3 +78,42 @@ async def test_a_daemon_killed_mid_goal_resumes_it_without_running_a_finished_se
     assert list(runs.values()) == [1, 1]  # the killed session's run was resumed under its own id, not re-sent
     assert (work / "n.txt").read_text().strip() == "2"  # each session's count ran exactly once
     assert sorted(s.agent for s in kids) == ["", "", "grader", "grader"]
+
+
+async def test_a_grading_the_daemon_was_killed_in_is_run_again_and_the_work_session_is_not(tmp_path: Path) -> None:
+    home, work = tmp_path / "home", tmp_path / "work"
+    model = prepare(tmp_path, [verdict(True, True)])
+    (home / "config.json").write_text(json.dumps({"autoResume": True}), encoding="utf-8")
+    write_script(tmp_path / "grader.json", [{"delay_s": 60, **GRADER_TURNS[0]}, *GRADER_TURNS[1:]])
+    daemon = start_daemon(home, tmp_path)
+    try:
+        async with mcp_client(daemon, "auto") as client:
+            face = LoomClient(client, on_daemon=True)
+            started = await face.start_goal("count", ["counted", "once"], cwd=str(work), mode="bypass", model=model)
+            first = await work_started(face, started.session_id, 1)
+            await event_in(face, first.child_session_id, of_type("run_finished"))
+            grading = await event_in(face, started.session_id, lambda e: getattr(e, "agent", "") == "grader")
+            assert isinstance(grading, ChildStarted)
+            killed_grader = grading.child_session_id
+            await event_in(face, killed_grader, of_type("run_started"))
+    finally:
+        daemon.proc.kill()
+        daemon.proc.wait(timeout=10)
+        daemon.stop()
+    write_script(tmp_path / "grader.json", GRADER_TURNS)
+
+    again = start_daemon(home, tmp_path, log_name="second")
+    try:
+        async with mcp_client(again, "auto") as client:
+            face = LoomClient(client, on_daemon=True)
+            with anyio.fail_after(45):
+                done = await face.get_goal(started.goal_id, wait_s=40)
+            killed_runs = await face.read_events(killed_grader, limit=1000)
+    finally:
+        again.stop()
+    assert done.status == "completed", done
+    assert [a.session_id for a in done.attempts] == [first.child_session_id]  # the work session was not redone
+    assert done.attempts[0].grader_session_id != killed_grader  # the grading was, by a new grader
+    ends = [e for e in killed_runs.events if e.type == "run_finished"]
+    assert [getattr(e, "status", "") for e in ends][-1:] in (["cancelled"], ["completed"])
+    assert (work / "n.txt").read_text().strip() == "1"
