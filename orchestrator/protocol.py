@@ -103,8 +103,8 @@ class SessionInfo(BaseModel):
     """The agent definition the child runs as (empty: none)."""
     todos: list[TodoItem] = Field(default_factory=list[TodoItem])
     """The model's plan (its ``todo`` tool) as it now stands, in order: each item's text and status (``pending``,
-    ``in_progress``, ``completed``). get_session gives it; list_sessions leaves it empty. Each change is a
-    ``todo_updated`` event on the session's stream."""
+    ``in_progress``, ``completed``). Only get_session fills it; list_sessions and the other tools that answer with
+    a session leave it empty. Each change is a ``todo_updated`` event on the session's stream."""
 
 
 class SessionList(BaseModel):
