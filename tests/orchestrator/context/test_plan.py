@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from orchestrator.context.history import rebuild_history
-from orchestrator.events import ContextCompacted, Event
-from orchestrator.events_long import TodoUpdated
-from orchestrator.messages import ToolUseBlock
+from orchestrator.context.plan import PLAN_HEADING
+from orchestrator.events import AssistantMessage, ContextCompacted, Event, UserMessage
+from orchestrator.events_long import TodoItem, TodoUpdated
+from orchestrator.messages import Message, TextBlock, ToolUseBlock, Usage
 from orchestrator.models.base import ModelEvent, ModelRequest
 from orchestrator.models.scripted import Script, ScriptedModel, ScriptedTurn
 from orchestrator.runtime.embedded import embedded_runtime
@@ -126,3 +127,58 @@ async def test_a_session_without_a_plan_compacts_without_one(tmp_path: Path) -> 
     assert report.status == "compacted"
     assert "loom__todo" not in model.openings[-1]
     assert not [e for e in events if isinstance(e, TodoUpdated)]
+
+
+def assistant(text: str) -> AssistantMessage:
+    return AssistantMessage(
+        session_id="s",
+        run_id="r",
+        step=1,
+        message=Message(role="assistant", content=[TextBlock(text=text)]),
+        stop_reason="end_turn",
+        usage=Usage(),
+        duration_ms=1.0,
+    )
+
+
+def numbered(events: list[Event]) -> list[Event]:
+    return [e.model_copy(update={"seq": n}) for n, e in enumerate(events, 1)]
+
+
+def compaction(kept_from_seq: int) -> ContextCompacted:
+    return ContextCompacted(
+        session_id="s",
+        trigger="manual",
+        summary="## Goal and constraints\nthe summariser's words",
+        kept_from_seq=kept_from_seq,
+        dropped_from_seq=1,
+        dropped_to_seq=kept_from_seq - 1,
+        dropped_messages=2,
+        dropped_tool_calls=0,
+        tokens_before=100,
+        tokens_after=10,
+    )
+
+
+def test_the_summary_shows_only_the_plan_its_compaction_carried_never_a_later_or_a_cleared_one() -> None:
+    written = [TodoItem(text="first step", status="in_progress")]
+    start: list[Event] = [UserMessage(session_id="s", run_id="r", text="go"), assistant("working")]
+    # The plan was cleared before the compaction, and a new one written after it: the summary claims neither.
+    cleared = numbered(
+        [
+            *start,
+            TodoUpdated(session_id="s", items=written),
+            TodoUpdated(session_id="s", items=[]),
+            assistant("kept"),
+            compaction(kept_from_seq=5),
+            TodoUpdated(session_id="s", items=[TodoItem(text="later")]),
+        ]
+    )
+    carried = numbered(
+        [*start, TodoUpdated(session_id="s", items=written), assistant("kept"), compaction(kept_from_seq=4)]
+    )
+    carried.append(TodoUpdated(session_id="s", items=written, carried=True, seq=len(carried) + 1))
+    (opening, *_) = rebuild_history(cleared)
+    assert "loom__todo" not in opening.text
+    (opening, *_) = rebuild_history(carried)
+    assert opening.text.endswith("the summariser's words" + "\n\n" + PLAN_HEADING + "\n1. [in progress] first step")
