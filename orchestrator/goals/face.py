@@ -12,19 +12,33 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+import anyio
 from pydantic import BaseModel
 
-from orchestrator.agents.children import ChildError, ChildSpec, FaceChildren
+from orchestrator.agents.children import (
+    FINAL_RUN_STATUSES,
+    WAIT_SLICE_S,
+    ChildError,
+    ChildHandle,
+    ChildOutcome,
+    ChildSpec,
+    FaceChildren,
+)
 from orchestrator.events import Event
 
-__all__ = ["GoalChildren", "Handoff"]
+__all__ = ["NEEDS_REVIEW", "GoalChildren", "Handoff"]
 
 logger = logging.getLogger(__name__)
 
 _PAGE = 500
+NEEDS_REVIEW = (
+    "Loom stopped during a tool call of this run that may have had effects; a goal's session is headless, so "
+    "nobody could review it, and the run was cancelled there"
+)
 
 
 class Handoff(BaseModel):
@@ -71,6 +85,33 @@ class GoalChildren(FaceChildren):
         except self.refusals as exc:
             raise ChildError(str(exc)) from exc
         return str(session.session_id)
+
+    async def wait(self, child: ChildHandle, timeout_s: float) -> ChildOutcome | None:
+        """As :meth:`FaceChildren.wait`, except that a run left ``needs_review`` is cancelled and ends the wait.
+
+        A goal's sessions are headless: a run resumed after a crash that stopped it in a tool call which may have had
+        effects waits for a review nobody will give. Its work so far is graded instead (the grader sees why it ended).
+        """
+        deadline = anyio.current_time() + timeout_s if math.isfinite(timeout_s) else math.inf
+        resumed = False
+        while True:
+            left = deadline - anyio.current_time()
+            run = await self.face.get_run(child.run_id, wait_s=max(0.0, min(WAIT_SLICE_S, left)))
+            if run.status in FINAL_RUN_STATUSES:
+                return ChildOutcome(run.status, run.final_text, run.reason)
+            if anyio.current_time() >= deadline:
+                return None
+            if run.status == "needs_review":
+                with contextlib.suppress(*self.refusals):
+                    await self.face.cancel_run(child.run_id)
+                return ChildOutcome("failed", run.final_text, NEEDS_REVIEW)
+            if run.status == "interrupted" and not resumed:
+                resumed = True  # Loom restarted without autoResume: carry the run on under its own id, once
+                with contextlib.suppress(*self.refusals):
+                    await self.face.resume_run(child.run_id, headless=True)
+                continue
+            if run.status in ("interrupted", "awaiting_approval"):
+                await anyio.sleep(min(1.0, max(0.0, left)))  # get_run answers at once for these: do not spin
 
     async def graders(self) -> list[str]:
         """The grader children of the goal's session, oldest first."""

@@ -17,9 +17,10 @@ import anyio
 import pytest
 
 from clients.loom import LoomClient
-from orchestrator.events import ChildStarted
+from orchestrator.events import ChildStarted, RunFinished
 from tests.orchestrator.daemon.daemon_process import mcp_client, start_daemon
 from tests.orchestrator.goals.loom_goals import (
+    COUNT,
     GRADER_TURNS,
     WORK_TURNS,
     event_in,
@@ -117,3 +118,40 @@ async def test_a_grading_the_daemon_was_killed_in_is_run_again_and_the_work_sess
     ends = [e for e in killed_runs.events if e.type == "run_finished"]
     assert [getattr(e, "status", "") for e in ends][-1:] in (["cancelled"], ["completed"])
     assert (work / "n.txt").read_text().strip() == "1"
+
+
+async def test_a_work_session_killed_in_a_command_is_graded_as_it_stands_not_left_waiting(tmp_path: Path) -> None:
+    """Resumed headless, a run stopped mid-command would wait for a review nobody gives; the goal goes on instead."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    model = prepare(tmp_path, [verdict(True, True)])
+    (home / "config.json").write_text(json.dumps({"autoResume": True}), encoding="utf-8")
+    slow = {"tool_calls": [{"name": "shell__run", "arguments": {"command": "sleep 30; " + COUNT}}]}
+    write_script(tmp_path / "work.json", [slow, *WORK_TURNS[1:]])
+    daemon = start_daemon(home, tmp_path)
+    try:
+        async with mcp_client(daemon, "auto") as client:
+            face = LoomClient(client, on_daemon=True)
+            started = await face.start_goal("count", ["counted", "once"], cwd=str(work), mode="bypass", model=model)
+            first = await work_started(face, started.session_id, 1)
+            await event_in(face, first.child_session_id, of_type("tool_call_started"))
+    finally:
+        daemon.proc.kill()
+        daemon.proc.wait(timeout=10)
+        daemon.stop()
+    write_script(tmp_path / "work.json", WORK_TURNS)
+
+    again = start_daemon(home, tmp_path, log_name="second")
+    try:
+        async with mcp_client(again, "auto") as client:
+            face = LoomClient(client, on_daemon=True)
+            with anyio.fail_after(45):
+                done = await face.get_goal(started.goal_id, wait_s=40)
+            killed = await face.read_events(first.child_session_id, limit=1000)
+    finally:
+        again.stop()
+    assert done.status == "completed", done
+    assert [a.passed for a in done.attempts] == [False, True]  # the cut-short session was graded, then one more
+    ended = [e for e in killed.events if isinstance(e, RunFinished)]
+    assert [e.status for e in ended] == ["interrupted", "cancelled"]  # marked at the restart; resumed, then cancelled
+    assert any(e.type == "run_resumed" for e in killed.events)
+    assert (work / "n.txt").read_text().strip() == "1"  # the killed command never ran again
