@@ -131,6 +131,8 @@ def ran_session(tmp_path: Path) -> tuple[Path, Path, str]:
     home, work = tmp_path / "home", tmp_path / "work"
     work.mkdir()
     (work / "notes.txt").write_text(NOTES)
+    home.mkdir()
+    (home / "config.json").write_text('{"loop": false}')  # the same read three times fills the window: no notice
     script = long_script(tmp_path / "script.json", 3)
     ran = run_loom("run", "--json", "--model", f"scripted:{script}", "Read notes.txt three times.", cwd=work, home=home)
     assert ran.returncode == 0, ran
