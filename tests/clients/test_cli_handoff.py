@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from orchestrator.context.handoff import BLOCKS
-from tests.clients.cli_support import run_loom
+from tests.clients.cli_support import clean_env, loom_command, run_loom
 from tests.mcp_calls import call
 from tests.orchestrator.daemon.daemon_process import mcp_client, running_daemon
 
@@ -115,3 +117,38 @@ async def test_on_the_daemon_a_busy_session_is_refused_then_handed_off_by_the_da
     report = json.loads(done.stdout)
     assert report["session_id"] == sid and report["memory"] is None and report["instructions"] == [GOAL]
     assert shown["new_session_id"] == report["new_session_id"]  # the daemon's own record of it
+
+
+def test_the_daemon_killed_while_the_handoff_is_written_leaves_the_session_as_it_was(tmp_path: Path) -> None:
+    slow = {"text": handoff_text(), "delay_s": 60}
+    home, work, sid = ran(tmp_path, [slow])
+    with running_daemon(home, tmp_path) as daemon:
+        proc = subprocess.Popen(
+            [*loom_command(), "handoff", sid],
+            cwd=work,
+            env=clean_env(home),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            encoding="utf-8",
+        )
+        try:
+            # The handoff takes a minute to write; whenever the kill lands before it is stored, nothing may change.
+            with pytest.raises(subprocess.TimeoutExpired):
+                proc.wait(timeout=3)
+            daemon.stop(signal.SIGKILL)
+        finally:
+            proc.kill()  # the client only waits on the dead daemon; what matters is what the store holds
+            proc.communicate(timeout=10)
+    listed = run_loom("sessions", "--all", cwd=work, home=home)
+    rows = listed.stdout.splitlines()[1:]
+    assert len(rows) == 1 and sid in rows[0] and "(archived)" not in rows[0], listed.stdout
+    shown = run_loom("handoff", "--show", sid, cwd=work, home=home)
+    assert shown.returncode == 2 and "has no handoff" in shown.stderr
+    # Started again (here, without the daemon), the same handoff goes through.
+    script = tmp_path / "script.json"
+    data = json.loads(script.read_text(encoding="utf-8"))
+    data["summaries"] = [{"text": handoff_text()}]
+    script.write_text(json.dumps(data), encoding="utf-8")
+    done = run_loom("handoff", sid, cwd=work, home=home)
+    assert done.returncode == 0, done
