@@ -18,6 +18,7 @@ _FACE_HINTS: tuple[tuple[re.Pattern[str], str], ...] = (
     # session (every session tool), and an approval that is not pending (decide_approval).
     (re.compile(r"; read_events or list_sessions show the existing ones"), "; `loom runs` lists them"),
     (re.compile(r"; list_sessions shows the existing ones"), "; `loom sessions` lists them"),
+    (re.compile(r"; list_goals shows the goals there are"), "; `loom goals` lists them"),
     (re.compile(r"(is not pending \(unknown, or already decided\))"), r"\1; `loom approvals` lists the pending ones"),
     # create_session's refusal of a model whose key is not set.
     (re.compile(r"; or choose another model$"), "; or choose another model with --model"),

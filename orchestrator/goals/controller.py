@@ -79,7 +79,7 @@ def check_goal(goal: str, criteria: Sequence[str]) -> list[str]:
         raise GoalError(f"the goal is {len(goal):,} characters; at most {MAX_GOAL_CHARS:,}")
     kept = [" ".join(c.split()) for c in criteria if c.strip()]
     if not kept:
-        raise GoalError('a goal needs at least one acceptance criterion (--accept "..."): the grader checks each')
+        raise GoalError("a goal needs at least one acceptance criterion: the grader checks each")
     if len(kept) > MAX_CRITERIA:
         raise GoalError(f"{len(kept)} criteria; at most {MAX_CRITERIA}")
     long = [n for n, c in enumerate(kept, 1) if len(c) > MAX_CRITERION_CHARS]

@@ -72,6 +72,8 @@ def test_a_bad_budget_or_no_criterion_is_refused_with_a_clear_error_and_nothing_
     assert none.returncode == 2 and "at least one acceptance criterion: --accept" in none.stderr
     assert two.returncode == 2 and "give the goal as one quoted argument" in two.stderr
     assert run_loom("goals", cwd=work, home=home).stdout.startswith("no goals yet")
+    unknown = run_loom("goal", "--show", "goal_nope", cwd=work, home=home)
+    assert unknown.returncode == 2 and "no goal 'goal_nope'; `loom goals` lists them" in unknown.stderr, unknown
 
 
 def test_on_the_daemon_a_detached_goal_is_listed_running_and_cancelled_by_id(tmp_path: Path) -> None:
