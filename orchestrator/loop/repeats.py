@@ -192,10 +192,10 @@ def loop_note(event: LoopDetected, stop_after: int) -> str:
 
 def stop_reason(event: LoopDetected) -> str:
     """The run's reason when a loop stops it: ``loop:``, then what repeated and how often."""
-    calls = " → ".join(event.calls)
-    if event.period <= 1:
+    if event.period <= 1:  # one step: its calls were one batch
         same = "the same result" if len(event.calls) == 1 else "the same results"
-        return f"loop: {calls} repeated {event.repeats} times in a row with {same}"
+        return f"loop: {', '.join(event.calls)} repeated {event.repeats} times in a row with {same}"
+    calls = " → ".join(event.calls)
     return f"loop: the cycle {calls} came round {event.repeats} times in a row with the same results"
 
 

@@ -380,3 +380,18 @@ async def test_a_notice_given_just_before_an_interruption_is_shown_again_on_resu
         ("stop", 5),
     ]
     assert rebuild_history(events) == in_memory
+
+
+async def test_a_batch_of_calls_that_repeats_is_named_whole_in_the_reason(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("A\n")
+    (tmp_path / "b.txt").write_text("B\n")
+    both = {"tool_calls": [{"name": "fs__read", "arguments": {"path": p}} for p in ("a.txt", "b.txt")]}
+    model = Recorded([both] * 6)
+    async with session_for(tmp_path, model, LoopSettings(notice_after=2, stop_after=3)) as session:
+        result = await session.run("read both")
+
+    assert (result.status, result.steps) == ("failed", 3), result
+    assert result.reason == (
+        'loop: fs__read({"path":"a.txt"}), fs__read({"path":"b.txt"}) repeated 3 times in a row with the same results'
+    )
+    assert "made the same 2 calls, with the same results, 2 times in a row" in texts_after_results(model.sent[2])[0]

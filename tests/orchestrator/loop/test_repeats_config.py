@@ -9,6 +9,7 @@ import pytest
 from mcp import Client
 
 from orchestrator.config import ConfigError, LoopSettings, load_config, load_config_file
+from orchestrator.events import Notice
 from orchestrator.face.server import build_face
 from orchestrator.models.scripted import ScriptedModel
 from orchestrator.runtime.embedded import embedded_runtime
@@ -141,3 +142,18 @@ async def test_a_child_session_is_held_to_the_same_loop_settings(tmp_path: Path)
         ran
     )
     assert [(e["action"], e["repeats"]) for e in events if e["type"] == "loop_detected"] == [("notice", 2), ("stop", 3)]
+
+
+async def test_an_untrusted_project_that_turns_loop_detection_off_still_has_its_loops_stopped(tmp_path: Path) -> None:
+    home, project = tmp_path / "home", tmp_path / "proj"
+    write(project / ".loom" / "config.json", {"loop": False})
+    (project / "notes.txt").write_text("the same\n")
+    read = {"tool_calls": [{"name": "fs__read", "arguments": {"path": "notes.txt"}}]}
+    model = ScriptedModel.from_turns([read] * 8)
+    config = load_config(home, project)
+    async with embedded_runtime(home, config=config) as runtime, runtime.open_session(project, model) as session:
+        result = await session.run("read notes.txt")
+        events = await runtime.log.store.read_events(session.id)
+    assert (result.status, result.steps) == ("failed", 5) and result.reason.startswith("loop: fs__read(")
+    warnings = [e.text for e in events if isinstance(e, Notice)]
+    assert any("ignoring its loop settings (off)" in w for w in warnings), warnings
