@@ -79,14 +79,21 @@ def test_a_bad_budget_or_no_criterion_is_refused_with_a_clear_error_and_nothing_
 def test_on_the_daemon_a_detached_goal_is_listed_running_and_cancelled_by_id(tmp_path: Path) -> None:
     model = prepare(tmp_path, [verdict(True, True)], work=[{"delay_s": 60, "text": "never"}])
     home, work = tmp_path / "home", tmp_path / "work"
+    fast = write_script(tmp_path / "fast.json", WORK_TURNS)
     with running_daemon(home, tmp_path):
+        followed = run_loom(*GOAL, "--model", fast, "--json", cwd=work, home=home, timeout_s=90)
         started = run_loom(*GOAL, "--model", model, "--detach", cwd=work, home=home)
         assert started.returncode == 0, started
         goal_id = started.stdout.strip()
-        running = run_loom("goals", cwd=work, home=home)
+        running = run_loom("goals", cwd=work, home=home)  # the newest first
         cancelled = run_loom("goal", "cancel", goal_id, cwd=work, home=home)
         after = run_loom("goals", cwd=work, home=home)
         again = run_loom("goal", "cancel", goal_id, cwd=work, home=home)
+    # Followed on the daemon, a goal's events are NDJSON and its report the last line.
+    assert followed.returncode == 0, followed
+    *events, last = (json.loads(line) for line in followed.stdout.splitlines())
+    assert [e["type"] for e in events] == ["goal_session_started", "goal_verdict", "goal_finished"]
+    assert last["type"] == "goal_report" and last["status"] == "completed" and last["spent"]["sessions"] == 1
     assert goal_id.startswith("goal_") and running.stdout.startswith(f"{goal_id}  running ")
     assert cancelled.returncode == 0 and f"goal {goal_id}: cancelled - cancelled by a client" in cancelled.stdout
     assert "  left: counted - not judged yet" in cancelled.stdout
