@@ -151,8 +151,9 @@ def _json(event: HookEvent, data: dict[str, Any]) -> Decision:
             return Decision("ok", stop, system_message=message)  # not continuing is what stopping is
         return Decision("block", stop, permission="deny", block=True, system_message=message)
     if permission == "deny" or block:
-        return Decision("deny" if permission == "deny" else "block", reason, "deny", updated, context, True,
-                        system_message=message)  # fmt: skip
+        return Decision(
+            "deny" if permission == "deny" else "block", reason, "deny", updated, context, True, system_message=message
+        )
     outcome: HookOutcome = "ok"
     if updated is not None:
         outcome = "rewrite"
@@ -181,8 +182,9 @@ def combine(decisions: Sequence[Decision]) -> Decision:
     blocking = [d for d in decisions if d.block]
     if blocking:
         first = blocking[0]
-        return Decision(first.outcome, "; ".join(d.reason for d in blocking if d.reason), "deny", block=True,
-                        error=first.error)  # fmt: skip
+        return Decision(
+            first.outcome, "; ".join(d.reason for d in blocking if d.reason), "deny", block=True, error=first.error
+        )
     strictest = max(decisions, key=lambda d: _STRICTNESS[d.permission])
     updated = next((d.updated_input for d in decisions if d.updated_input is not None), None)
     context = "\n\n".join(d.context for d in decisions if d.context)

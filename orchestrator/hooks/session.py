@@ -121,9 +121,16 @@ class SessionHooks:
             return {**self._base(event), **more}
 
         return await fire(
-            event, handlers, payload, session_id=self.session_id, cwd=self.cwd, run_id=run_id, call_id=call_id,
-            tool=tool, adjust=adjust,
-        )  # fmt: skip
+            event,
+            handlers,
+            payload,
+            session_id=self.session_id,
+            cwd=self.cwd,
+            run_id=run_id,
+            call_id=call_id,
+            tool=tool,
+            adjust=adjust,
+        )
 
     # -- tool calls ------------------------------------------------------------------------------------------
 
@@ -160,9 +167,14 @@ class SessionHooks:
             return replace(decision, updated_input=from_claude(use.name, decision.updated_input))
 
         fired = await self._fire(
-            "PreToolUse", handlers, lambda h: self._tool_payload(h, names, use), run_id=ctx.run_id, call_id=use.id,
-            tool=use.name, adjust=back,
-        )  # fmt: skip
+            "PreToolUse",
+            handlers,
+            lambda h: self._tool_payload(h, names, use),
+            run_id=ctx.run_id,
+            call_id=use.id,
+            tool=use.name,
+            adjust=back,
+        )
         await self.log.append(*_records(fired))
         decided = combine([f.decision for f in fired])
         if decided.updated_input is not None and not decided.block:
@@ -249,8 +261,9 @@ class SessionHooks:
         """
         from orchestrator.loop.loop import LoopResult
 
-        fired = await self._fire("UserPromptSubmit", self.config.of("UserPromptSubmit"), {"prompt": text},
-                                 run_id=ctx.run_id)  # fmt: skip
+        fired = await self._fire(
+            "UserPromptSubmit", self.config.of("UserPromptSubmit"), {"prompt": text}, run_id=ctx.run_id
+        )
         decided = combine([f.decision for f in fired])
         if decided.block:
             await self.log.append(*_records(fired))
@@ -292,19 +305,21 @@ class SessionHooks:
                     level="warning",
                     text=f"{event} hooks sent this run on {count} times already; it ends now despite: "
                     f"{decided.reason[:500]}",
-                )  # fmt: skip
+                )
             )
             return None
         self._continued[ctx.run_id] = count + 1
         told = [
             with_context(f, f"[Loom: a {event} hook did not let the run end yet] {f.decision.reason}")
-            if f.decision.block else f
+            if f.decision.block
+            else f
             for f in fired
-        ]  # fmt: skip
+        ]
         answer, ctx.unstored = ctx.unstored, []
         await self.log.append(*answer, *_records(told))
-        ctx.history.append(Message(role="user", content=[TextBlock(text=f.event.context) for f in told
-                                                          if f.event.context]))  # fmt: skip
+        ctx.history.append(
+            Message(role="user", content=[TextBlock(text=f.event.context) for f in told if f.event.context])
+        )
         return LoopResult("running", "a stop hook sent the run on", final_text, ctx.step)
 
     # -- the session -------------------------------------------------------------------------------------------
@@ -315,8 +330,9 @@ class SessionHooks:
         if not handlers:
             return
         fired = await self._fire("SessionStart", handlers, {"source": source})
-        told = [with_context(f, f.decision.context) if f.decision.context and not f.decision.error else f
-                for f in fired]  # fmt: skip
+        told = [
+            with_context(f, f.decision.context) if f.decision.context and not f.decision.error else f for f in fired
+        ]
         await self.log.append(*_records(told))
         self.session_context = "\n\n".join(f.event.context for f in told if f.event.context)
 
