@@ -77,3 +77,22 @@ async def test_a_hook_that_ignores_a_large_stdin_and_exits_is_fine(tmp_path: Pat
     with anyio.fail_after(20):
         result = await run_command("exit 0", b"x" * (2 * 1024 * 1024), cwd=str(tmp_path), project="", timeout_s=20)
     assert result.exit_code == 0
+
+
+async def test_cancelling_while_a_hook_runs_kills_its_group(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    body = f"import os, time\nopen({str(pids)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n"
+    command = script(tmp_path, "hang", body)
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: run_command(command, b"{}", cwd=str(tmp_path), project="", timeout_s=60))
+            while True:
+                if pids.exists() and pids.read_text():
+                    break
+                await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+        hook = int(pids.read_text())
+        while True:
+            if not alive(hook):
+                break
+            await anyio.sleep(0.05)
