@@ -176,7 +176,8 @@ class Handoffs:
         if not keep_memory:
             try:
                 report.memory = await self.archive_memory(session_id)
-            except HostError as exc:  # the handoff stands; the notes stay in the session, to be promoted later
+            except Exception as exc:  # the handoff stands; the notes stay in the session, to be promoted later
+                logger.warning("session %s: handed off, its notes not promoted: %s", session_id, exc)
                 report.memory_error = str(exc)
         return report
 
@@ -250,15 +251,18 @@ class Handoffs:
         Raises:
             HostError: no such session, or the memory database refused.
         """
-        from mcp import Client
+        from mcp import Client, MCPError
 
         from servers import memory
 
         record = await self.host.record(session_id)
-        project = await anyio.to_thread.run_sync(project_root, Path(record.cwd))
-        server = memory.build_server(self.host.runtime.home / MEMORY_DB_NAME, project=str(project), session=session_id)
-        async with Client(server) as client:
-            answer = await client.call_tool("archive", {})
+        try:
+            project = await anyio.to_thread.run_sync(project_root, Path(record.cwd))
+            database = self.host.runtime.home / MEMORY_DB_NAME
+            async with Client(memory.build_server(database, project=str(project), session=session_id)) as client:
+                answer = await client.call_tool("archive", {})
+        except (OSError, MCPError) as exc:
+            raise HostError(f"the session's notes were not promoted: {exc}") from exc
         if answer.is_error or answer.structured_content is None:
             text = " ".join(getattr(b, "text", "") for b in answer.content).strip()
             raise HostError(f"the session's notes were not promoted: {text or 'the memory server failed'}")

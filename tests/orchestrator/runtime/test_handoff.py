@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -232,3 +233,18 @@ async def test_a_scripted_model_without_scripted_summaries_writes_a_handoff_that
         report = await host.handoffs.handoff(old.id)
     assert report.attempts == 1 and f'"{INSTRUCTION}"' in report.text
     assert all(f"## {name}" in report.text for name in BLOCKS)
+
+
+async def test_notes_that_cannot_be_promoted_leave_the_handoff_standing_and_say_why(tmp_path: Path) -> None:
+    model = ScriptedModel(Script(turns=[ScriptedTurn(text="Done.")], summaries=[handoff()]))
+    async with hosted(tmp_path) as host:
+        old = await host.create_session(tmp_path, model, "bypass")
+        await finished(host, old.id, INSTRUCTION)
+        # A memory file a newer Loom wrote: the memory server refuses it, so nothing can be promoted.
+        with sqlite3.connect(host.runtime.home / "memory.db") as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            conn.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', '99')")
+        report = await host.handoffs.handoff(old.id)
+        record = await host.record(old.id)
+    assert report.memory is None and "newer than this server knows" in report.memory_error
+    assert record.archived and report.new_session_id
