@@ -155,12 +155,14 @@ class GoalController:
         try:
             with scope:
                 await self._attempts(state)
-            if gid in self._cancelled:
+            reason = self._cancelled.pop(gid, None)
+            if reason is not None and state.finished is None:  # a cancel that came as it ended changes nothing
                 with anyio.CancelScope(shield=True):
                     going = self._going.get(gid)
                     if going is not None and going.run_id:
                         await self.children.cancel(going)
-                    await self._finish(state, "cancelled", self._cancelled.pop(gid))
+                    await self._count_unjudged(state)
+                    await self._finish(state, "cancelled", reason)
         finally:
             self._scopes.pop(gid, None)
             self._going.pop(gid, None)
@@ -338,6 +340,20 @@ class GoalController:
             except VerdictError as exc:
                 problem = str(exc)
         return _all_failed(criteria, f"the grader's answer could not be read as a verdict, twice: {problem}")
+
+    async def _count_unjudged(self, state: GoalState) -> None:
+        """Add what the last work session spent, when it was never graded, to what the goal has spent."""
+        last = state.last
+        if last is None or last.verdict is not None:
+            return
+        evidence = gather(await self.children.events(last.started.child_session_id))
+        state.spent = state.spent.model_copy(
+            update={
+                "steps": state.spent.steps + evidence.steps,
+                "tokens": state.spent.tokens + evidence.tokens,
+                "time_s": round(state.spent.time_s + max(0.0, time.time() - last.started.ts), 3),
+            }
+        )
 
     async def _finish(self, state: GoalState, status: GoalStatus, reason: str) -> None:
         left = [] if status == "completed" else left_criteria(state)

@@ -85,6 +85,7 @@ async def test_cancelling_a_goal_cancels_its_running_work_session_and_records_wh
             await face.cancel_goal(started.goal_id)
     assert cancelled.status == "cancelled" and cancelled.reason == "cancelled by a client"
     assert cancelled.left == [f"{c} - not judged yet" for c in CRITERIA]
+    assert cancelled.spent.sessions == 1 and cancelled.spent.time_s > 0  # the ungraded session counted too
     assert [r.status for r in runs] == ["cancelled"]
 
 
