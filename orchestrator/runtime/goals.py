@@ -43,6 +43,7 @@ RECENT_SESSIONS = 500
 HEAD_EVENTS = 6
 """A goal session's ``goal_started`` is among its first events (after ``session_created`` and a notice or two)."""
 GOAL_TITLE = "goal: "
+_LIVE = frozenset({"running", "queued", "awaiting_approval", "needs_review"})
 """How a goal's session is titled (then the goal, cut)."""
 
 
@@ -173,6 +174,12 @@ class Goals:
         state = going.state if going is not None else await self._stored(goal_id)
         if state.finished is not None:
             raise HostError(f"goal {goal_id!r} already ended {state.finished.status}")
+        elsewhere = await self._driven_elsewhere(state)
+        if elsewhere:
+            raise HostError(
+                f"goal {goal_id!r} is being worked on by another Loom process ({elsewhere}); cancel it there "
+                "(Ctrl-C in its loom goal)"
+            )
         controller = await self._controller(state.session_id)
         await controller.end(state, "cancelled", reason)
         return report(state)
@@ -207,6 +214,19 @@ class Goals:
         return resumed
 
     # -- inside ----------------------------------------------------------------------------------------
+
+    async def _driven_elsewhere(self, state: GoalState) -> str:
+        """The live process other than this one running a child of the goal (``pid N``), or ``""``."""
+        from orchestrator.runtime.owner import owner_alive, this_process
+
+        me = this_process()
+        for record in await self.host.runtime.log.store.list_sessions(include_archived=True, limit=RECENT_SESSIONS):
+            if record.parent_session_id != state.session_id or record.last_run_status not in _LIVE:
+                continue
+            owner = record.last_run_owner
+            if owner and owner != me and owner_alive(owner):
+                return f"pid {owner.partition(':')[0]}"
+        return ""
 
     def _drive(self, controller: GoalController, state: GoalState) -> None:
         assert self._tg is not None, "the host's goals are not open"

@@ -189,3 +189,33 @@ async def _finished_goal(daemon: Daemon) -> tuple[GoalReport, list[int]]:
             for a in done.attempts
         ]
     return done, runs
+
+
+def test_a_goal_another_loom_goal_is_running_is_not_cancelled_from_here_behind_its_back(tmp_path: Path) -> None:
+    model = prepare(tmp_path, [verdict(True, True)], work=[{"delay_s": 60, "text": "never"}])
+    home, work = tmp_path / "home", tmp_path / "work"
+    proc = subprocess.Popen(
+        [*loom_command(), *GOAL, "--model", model],
+        cwd=work,
+        env=clean_env(home),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        encoding="utf-8",
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        said = next(line for line in proc.stderr if line.startswith("loom: goal "))  # loom: goal ID in session S
+        goal_id = said.split()[2]
+        assert proc.stdout.readline().startswith("session 1: s_")
+        time.sleep(1.0)  # its run under way
+        refused = run_loom("goal", "cancel", goal_id, cwd=work, home=home)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert refused.returncode == 2, refused
+    assert f"goal {goal_id!r} is being worked on by another Loom process (pid {proc.pid})" in refused.stderr
+    assert proc.returncode == 130 and ": cancelled - cancelled by a client" in out
