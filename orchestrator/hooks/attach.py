@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from orchestrator.hooks.config import HooksConfig
 from orchestrator.hooks.session import SessionHooks
+from orchestrator.hooks.transcript import TRANSCRIPTS, Transcript
 
 if TYPE_CHECKING:
     from orchestrator.runtime.session import Session
@@ -32,6 +33,9 @@ async def attached(session: Session, config: HooksConfig, *, fresh: bool) -> Asy
         log=session.log,
         child=session.lineage.is_child,
         mode=lambda: session.approvals.mode,
+        transcript=Transcript(session.home / TRANSCRIPTS / f"{session.id}.jsonl", session.history)
+        if session.home is not None
+        else None,
     )
     session.hooks = session.compactor.hooks = hooks
     await hooks.session_start("startup" if fresh else "resume")

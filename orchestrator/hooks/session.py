@@ -26,6 +26,7 @@ from orchestrator.hooks.config import HookEvent, HookHandler, HooksConfig
 from orchestrator.hooks.decisions import Decision, combine
 from orchestrator.hooks.firing import CLAUDE_MODES, Fired, fire, with_context
 from orchestrator.hooks.names import ToolNames, from_claude, to_claude, tool_names
+from orchestrator.hooks.transcript import Transcript
 from orchestrator.messages import Message, TextBlock, ToolResultBlock, ToolUseBlock
 from orchestrator.store.eventlog import EventLog
 
@@ -76,6 +77,7 @@ class SessionHooks:
         child: bool = False,
         mode: Callable[[], str] = lambda: "ask",
         max_continuations: int = MAX_STOP_CONTINUATIONS,
+        transcript: Transcript | None = None,
     ) -> None:
         self.config = config
         self.session_id = session_id
@@ -85,6 +87,8 @@ class SessionHooks:
         self.mode = mode
         """The session's mode now (it can change between runs)."""
         self.max_continuations = max_continuations
+        self.transcript = transcript
+        """Where hooks read the conversation (``transcript_path``); None gives them ``""``."""
         self.session_context = ""
         """What SessionStart hooks gave the model: added to the system prompt of this open session."""
         self._continued: dict[str, int] = {}
@@ -94,11 +98,11 @@ class SessionHooks:
         """Whether any handler is configured for ``event``."""
         return self._events.get(event, bool(self.config.of(event)))
 
-    def _base(self, event: HookEvent) -> dict[str, Any]:
+    def _base(self, event: HookEvent, transcript: str) -> dict[str, Any]:
         mode = self.mode()
         return {
             "session_id": self.session_id,
-            "transcript_path": "",
+            "transcript_path": transcript,
             "cwd": str(self.cwd),
             "hook_event_name": event,
             "permission_mode": CLAUDE_MODES.get(mode, mode),
@@ -116,9 +120,11 @@ class SessionHooks:
         tool: str = "",
         adjust: Callable[[HookHandler, Decision], Decision] | None = None,
     ) -> list[Fired]:
+        transcript = await self.transcript.refresh() if self.transcript is not None else ""
+
         def payload(handler: HookHandler) -> Mapping[str, Any]:
             more = extra(handler) if callable(extra) else extra
-            return {**self._base(event), **more}
+            return {**self._base(event, transcript), **more}
 
         return await fire(
             event,

@@ -74,9 +74,11 @@ def secret_state(home: Path) -> list[Path]:
     """
     from orchestrator.daemon.auth import TOKEN_FILE
     from orchestrator.face.tasks import KEY_FILE  # task ids are derived with it
+    from orchestrator.hooks.transcript import TRANSCRIPTS  # hooks' transcripts: every session's conversation
 
     databases = (DB_NAME, MEMORY_DB_NAME)
     names = [TOKEN_FILE, KEY_FILE, *(f"{db}{suffix}" for db in databases for suffix in ("", "-wal", "-shm"))]
+    names.append(TRANSCRIPTS)
     return [home / name for name in names]
 
 
