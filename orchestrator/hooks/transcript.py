@@ -13,6 +13,7 @@ import json
 import os
 from pathlib import Path
 
+import anyio
 import anyio.to_thread
 
 from orchestrator.messages import Message
@@ -31,21 +32,24 @@ class Transcript:
         self.history = history
         """The session's history (the list itself: the session changes it in place)."""
         self._written: tuple[int, int] | None = None
+        self._lock = anyio.Lock()
+        """Handlers of one event fire at once; one of them writes, the others find the file up to date."""
 
     async def refresh(self) -> str:
         """Bring the file up to date with the conversation; returns its path ("" when it cannot be written)."""
         # Messages are only appended, or the whole list replaced (a compaction, a rebuild): its length and the
         # identity of its last message tell whether anything changed.
-        mark = (len(self.history), id(self.history[-1]) if self.history else 0)
-        if mark == self._written:
+        async with self._lock:
+            mark = (len(self.history), id(self.history[-1]) if self.history else 0)
+            if mark == self._written:
+                return str(self.path)
+            lines = [_line(m) for m in self.history]
+            try:
+                await anyio.to_thread.run_sync(_write, self.path, lines)
+            except OSError:
+                return ""
+            self._written = mark
             return str(self.path)
-        lines = [_line(m) for m in self.history]
-        try:
-            await anyio.to_thread.run_sync(_write, self.path, lines)
-        except OSError:
-            return ""
-        self._written = mark
-        return str(self.path)
 
 
 def _line(message: Message) -> str:
