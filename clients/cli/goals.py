@@ -6,7 +6,8 @@ session's stream, printing a line per work session, per verdict (with each crite
 Exit 0 when the goal completed, 1 when it failed (its budget spent, with what is left), 130 when cancelled.
 
 Ctrl-C (or SIGTERM) cancels the goal: its running work session or grader is cancelled and the goal recorded
-``cancelled``. ``--detach`` prints the goal's id and leaves it running, which needs the daemon (``loom serve``): in
+``cancelled``. ``loom goal resume ID`` carries on a goal that nothing drives (its process died) and follows it.
+``--detach`` prints the goal's id and leaves it running, which needs the daemon (``loom serve``): in
 this process the goal would stop with the command. ``loom goal --show ID`` prints a goal's report, ``loom goal
 cancel ID`` cancels it, ``loom goals`` lists them (id, status, attempts, spent of the budget, goal).
 """
@@ -41,9 +42,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         description="Each work session is given the goal, the criteria and the last grader's findings; after it a "
         "grader child judges its evidence (files, command outputs, its summary) against every criterion. Ends "
         "completed (exit 0), failed when the budget is spent (exit 1, with what is left) or cancelled (130; "
-        "Ctrl-C cancels it). Also: loom goal --show ID, loom goal cancel ID.",
+        "Ctrl-C cancels it). Also: loom goal --show ID, loom goal cancel ID, loom goal resume ID.",
     )
-    cmd.add_argument("words", nargs="*", metavar="GOAL", help='what to achieve (or "cancel ID")')
+    cmd.add_argument("words", nargs="*", metavar="GOAL", help='what to achieve (or "cancel ID", "resume ID")')
     cmd.add_argument(
         "--accept", action="append", default=[], metavar="CRITERION", help="an acceptance criterion (repeat it)"
     )
@@ -120,6 +121,16 @@ def goal_command(args: argparse.Namespace) -> int:
         return with_client(lambda client: _show(client, args.show, args.json), shared=True)
     if len(words) == 2 and words[0] == "cancel" and not args.accept:
         return with_client(lambda client: _cancel(client, words[1]), shared=True)
+    if len(words) == 2 and words[0] == "resume" and not args.accept:
+
+        async def resumed(client: LoomClient) -> int:
+            report = await client.resume_goal(words[1])
+            after = (await client.get_session(report.session_id)).last_seq
+            final, cancelled = await _follow(client, report, args.json, after=after)
+            _print_report(final, args.json)
+            return EXIT_CANCELLED if cancelled else _EXITS.get(final.status, EXIT_FAILED)
+
+        return with_client(resumed, shared=True)
     if len(words) != 1 or not words[0].strip():
         return fail('give the goal as one quoted argument: loom goal "GOAL" --accept "criterion" ...')
     if not args.accept:
@@ -198,13 +209,12 @@ def _print_report(report: GoalReport, as_json: bool) -> None:
     sys.stdout.flush()
 
 
-async def _follow(client: LoomClient, started: GoalReport, as_json: bool) -> tuple[GoalReport, bool]:
-    """Print the goal's events until it ends; its report, and whether Ctrl-C (or SIGTERM) ended it."""
+async def _follow(client: LoomClient, started: GoalReport, as_json: bool, *, after: int = 0) -> tuple[GoalReport, bool]:
+    """Print the goal's events after ``after`` until it ends; its report, and whether Ctrl-C (or SIGTERM) ended it."""
     import anyio
 
     goal_id, session_id = started.goal_id, started.session_id
     cancelled = False
-    after = 0
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with anyio.create_task_group() as tg:
 

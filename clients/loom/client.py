@@ -429,6 +429,12 @@ class LoomClient:
 
         return (await self.call("list_goals", GoalList)).goals
 
+    async def resume_goal(self, goal_id: str) -> GoalReport:
+        """Carry on a goal that nothing drives (Loom stopped while it ran); its report at once."""
+        from orchestrator.protocol_long import GoalReport
+
+        return await self.call("resume_goal", GoalReport, goal_id=goal_id)
+
     async def cancel_goal(self, goal_id: str) -> GoalReport:
         """End a goal (its running child cancelled); its report after."""
         from orchestrator.protocol_long import GoalReport

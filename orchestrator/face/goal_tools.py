@@ -40,7 +40,7 @@ def _refusals() -> Iterator[None]:
 
 
 def add_goal_tools(face: MCPServer, host: SessionHost) -> None:
-    """Register ``start_goal``, ``get_goal``, ``list_goals`` and ``cancel_goal`` on ``face`` over ``host``."""
+    """Register ``start_goal``, ``get_goal``, ``list_goals``, ``cancel_goal`` and ``resume_goal`` on ``face``."""
 
     @face.tool()
     async def start_goal(
@@ -78,6 +78,16 @@ def add_goal_tools(face: MCPServer, host: SessionHost) -> None:
     async def list_goals() -> GoalList:
         """Every goal, newest first."""
         return GoalList(goals=await host.goals.every())
+
+    @face.tool()
+    async def resume_goal(goal_id: str) -> GoalReport:
+        """Carry on a goal that nothing drives (Loom stopped while it ran): from where its events left it.
+
+        A finished work session is not run again; an interrupted one's run is resumed, an interrupted grading is
+        done again. Answers at once; follow it with get_goal. A daemon with autoResume does this by itself.
+        """
+        with _refusals():
+            return await host.goals.resume(goal_id)
 
     @face.tool()
     async def cancel_goal(goal_id: str) -> GoalReport:

@@ -184,6 +184,26 @@ class Goals:
         await controller.end(state, "cancelled", reason)
         return report(state)
 
+    async def resume(self, goal_id: str) -> GoalReport:
+        """Carry on a goal that nothing drives (its process died, and no daemon with autoResume took it up).
+
+        Raises:
+            HostError: no such goal, it ended, it is going here already, or another live process works on it.
+        """
+        from orchestrator.goals.state import report
+
+        if self.going(goal_id):
+            raise HostError(f"goal {goal_id!r} is already going; get_goal follows it")
+        state = await self._stored(goal_id)
+        if state.finished is not None:
+            raise HostError(f"goal {goal_id!r} already ended {state.finished.status}; start a new one")
+        elsewhere = await self._driven_elsewhere(state)
+        if elsewhere:
+            raise HostError(f"goal {goal_id!r} is being worked on by another Loom process ({elsewhere})")
+        await self.host.session(state.session_id)
+        self._drive(await self._controller(state.session_id), state)
+        return report(state)
+
     def going(self, goal_id: str) -> bool:
         """Whether this host drives that goal now."""
         going = self._going.get(goal_id)

@@ -135,7 +135,8 @@ def test_ctrl_c_cancels_the_goal_and_exits_130(tmp_path: Path) -> None:
     assert "loom: cancelling the goal" in err and ": cancelled - cancelled by a client" in out
 
 
-def test_a_loom_goal_killed_mid_goal_is_carried_on_by_the_daemon_with_auto_resume(tmp_path: Path) -> None:
+def kill_in_second_session(tmp_path: Path) -> None:
+    """Run ``loom goal`` (no daemon) and SIGKILL it while its second work session thinks, before that one counts."""
     model = prepare(tmp_path, [verdict(True, False), verdict(True, True)])
     home, work = tmp_path / "home", tmp_path / "work"
     # The first session takes two seconds over its final answer, time to make the next one think for a minute.
@@ -166,6 +167,11 @@ def test_a_loom_goal_killed_mid_goal_is_carried_on_by_the_daemon_with_auto_resum
     assert lines[-1].startswith("session 2: s_"), lines
     assert (work / "n.txt").read_text().strip() == "1"
     write_script(tmp_path / "work.json", WORK_TURNS)
+
+
+def test_a_loom_goal_killed_mid_goal_is_carried_on_by_the_daemon_with_auto_resume(tmp_path: Path) -> None:
+    kill_in_second_session(tmp_path)
+    home, work = tmp_path / "home", tmp_path / "work"
     (home / "config.json").write_text(json.dumps({"autoResume": True}), encoding="utf-8")
     daemon = start_daemon(home, tmp_path)
     try:
@@ -175,6 +181,21 @@ def test_a_loom_goal_killed_mid_goal_is_carried_on_by_the_daemon_with_auto_resum
     assert done.status == "completed", done
     assert len(done.attempts) == 2 and runs == [1, 1]  # the first session not run again, the second's run resumed
     assert (work / "n.txt").read_text().strip() == "2"
+
+
+def test_a_loom_goal_killed_mid_goal_is_carried_on_by_loom_goal_resume(tmp_path: Path) -> None:
+    kill_in_second_session(tmp_path)
+    home, work = tmp_path / "home", tmp_path / "work"
+    [goal] = json.loads(run_loom("goals", "--json", cwd=work, home=home).stdout)["goals"]
+    assert goal["status"] == "running" and len(goal["attempts"]) == 2
+    resumed = run_loom("goal", "resume", goal["goal_id"], cwd=work, home=home, timeout_s=90)
+    again = run_loom("goal", "resume", goal["goal_id"], cwd=work, home=home)
+    assert resumed.returncode == 0, resumed
+    lines = resumed.stdout.splitlines()
+    assert lines[:2] == ["verdict 2: passed (2/2)", "  [pass] counted - criterion 1 holds"]  # only what is new
+    assert "finished: completed - every criterion passed after 2 sessions" in lines
+    assert (work / "n.txt").read_text().strip() == "2"  # session 1 not run again; session 2's count ran once
+    assert again.returncode == 2 and "already ended completed" in again.stderr
 
 
 async def _finished_goal(daemon: Daemon) -> tuple[GoalReport, list[int]]:
