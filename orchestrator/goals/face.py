@@ -156,7 +156,7 @@ class GoalChildren(FaceChildren):
             return None
         try:
             done: Handoff = await self.face.call(
-                "handoff_session", Handoff, session_id=session_id, instructions=instructions
+                "handoff_session", Handoff, session_id=session_id, instructions=instructions, trigger="goal"
             )
         except self.refusals as exc:
             if _unknown_tool(exc):

@@ -136,9 +136,11 @@ async def test_a_work_session_past_the_watermark_is_continued_through_a_handoff(
         first, second = (a.session_id for a in done.attempts)
         fresh = await host.session(second)
         old = await face.get_session(first)
+        written = [e for e in (await face.read_events(first, limit=1000)).events if e.type == "handoff_written"]
     assert done.status == "completed", done
     assert done.attempts[1].handoff_from == first and done.attempts[0].handoff_from == ""
     assert old.archived  # the handed-off session is kept, archived
+    assert [getattr(e, "trigger", "") for e in written] == ["goal"]
     turns = [r for r in fresh.model.requests if r.purpose == "turn"]  # type: ignore[attr-defined]
     received = "\n".join(m.text for m in turns[len(WORK_TURNS)].messages)  # the fresh session's first request
     assert "## State of files and systems" in received and "continues a goal" in received  # the handoff, carried
