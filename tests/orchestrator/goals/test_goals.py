@@ -163,3 +163,17 @@ async def test_the_steps_left_bound_the_next_session_and_a_spent_step_budget_fai
     assert done.status == "failed" and "its budget of 4 steps is spent (4 used)" in done.reason, done
     assert len(done.attempts) == 2 and done.spent.steps == 4
     assert [r.reason.split(":")[0] for r in runs] == ["max_steps"]
+
+
+async def test_at_the_end_the_work_sessions_notes_are_promoted_to_the_project(tmp_path: Path) -> None:
+    note = {"namespace": "session", "key": "build", "body": "make test runs the suite"}
+    turns = [{"tool_calls": [{"name": "memory__set", "arguments": note}]}, *WORK_TURNS]
+    work_model = prepare(tmp_path, [verdict(True, True)], work=turns)
+    async with loom(tmp_path) as (_, face):
+        started = await face.start_goal("g", CRITERIA, cwd=str(tmp_path / "work"), model=work_model, mode="bypass")
+        with anyio.fail_after(60):
+            done = await face.get_goal(started.goal_id, wait_s=50)
+        events = (await face.read_events(done.attempts[0].session_id, limit=1000)).events
+    assert done.status == "completed", done
+    archived = [e for e in events if e.type == "memory_archived"]
+    assert [(getattr(e, "to_namespace", ""), getattr(e, "keys", [])) for e in archived] == [("project", ["build"])]
