@@ -177,3 +177,21 @@ async def test_at_the_end_the_work_sessions_notes_are_promoted_to_the_project(tm
     assert done.status == "completed", done
     archived = [e for e in events if e.type == "memory_archived"]
     assert [(getattr(e, "to_namespace", ""), getattr(e, "keys", [])) for e in archived] == [("project", ["build"])]
+
+
+async def test_the_time_left_is_the_work_sessions_deadline_and_a_spent_time_budget_fails_the_goal(
+    tmp_path: Path,
+) -> None:
+    work_model = prepare(tmp_path, [verdict(True, True)], work=[{"delay_s": 60, "text": "never"}])
+    async with loom(tmp_path) as (host, face):
+        started = await face.start_goal(
+            "g", CRITERIA, budget=GoalBudget(time_s=2), cwd=str(tmp_path / "work"), model=work_model, mode="bypass"
+        )
+        with anyio.fail_after(30):
+            done = await face.get_goal(started.goal_id, wait_s=25)
+        runs = await host.runtime.log.store.list_runs(done.attempts[0].session_id)
+    assert done.status == "failed" and "its time budget of 2s is spent" in done.reason, done
+    assert len(done.attempts) == 1 and done.spent.time_s >= 2
+    assert [r.reason.startswith("timed out after 2 s") for r in runs] == [
+        True
+    ]  # the minute-long thought was cut at the time left
