@@ -132,7 +132,9 @@ def notice_line(event: object) -> tuple[str, Level] | None:
     if isinstance(event, LoopDetected):
         return loop_line(event)
     if isinstance(event, HandoffWritten):
-        return handoff_line(event)
+        # The fresh session holds a copy (``from_session_id`` set) that seeds its history; its
+        # ``session_created`` already says where it came from, and this line would name the session itself.
+        return None if event.from_session_id else handoff_line(event)
     if isinstance(event, MemoryArchived):
         return memory_line(event)
     if isinstance(event, SessionCreated):

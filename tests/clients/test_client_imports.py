@@ -20,9 +20,14 @@ ALLOWED: dict[str, frozenset[str] | None] = {
     "orchestrator.protocol_review": None,  # what the review tools return
     "orchestrator.protocol_servers": None,  # what list_servers and list_models return
     "orchestrator.protocol_questions": None,  # what list_questions and answer_question return
+    "orchestrator.protocol_long": None,  # what the goal and handoff tools return
     "orchestrator.agents.report": frozenset({"Report"}),  # what the orchestration tools return
     "orchestrator.events": None,
+    "orchestrator.event_base": None,  # what every event has
+    "orchestrator.events_long": None,  # the events of long work (in the same union)
     "orchestrator.messages": None,  # the conversation messages events carry
+    # A goal's budget as `loom goal --budget` writes it and `loom goals` shows it (standard library only).
+    "orchestrator.goals.budget": frozenset({"BudgetError", "format_budget", "parse_budget"}),
     # The configuration loader: the files, the home, which project files are trusted.
     "orchestrator.config": None,
     "orchestrator.home": None,

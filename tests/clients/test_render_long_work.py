@@ -7,7 +7,7 @@ import io
 import json
 
 from clients.cli.render import JsonRenderer, TerminalRenderer
-from orchestrator.events import Event, RunFinished
+from orchestrator.events import Event, RunFinished, SessionCreated
 from orchestrator.events_long import (
     CriterionVerdict,
     GoalBudget,
@@ -16,6 +16,7 @@ from orchestrator.events_long import (
     GoalSpent,
     GoalStarted,
     GoalVerdict,
+    HandoffWritten,
     HookRan,
     LoopDetected,
     TodoItem,
@@ -144,3 +145,18 @@ def test_the_json_stream_carries_the_new_events_whole() -> None:
         S,
         [{"text": "read", "status": "in_progress"}],
     )
+
+
+def test_a_handoff_is_told_once_in_each_session_naming_the_other() -> None:
+    old, new = "s_0ld00001", "s_new00002"
+    written = HandoffWritten(session_id=old, ts=TS, to_session_id=new, text="## Goal and constraints\n- x")
+    # The fresh session's stream holds a copy of the handoff (its history's seed) after its creation.
+    created = SessionCreated(session_id=new, ts=TS, cwd="/w", model="scripted:x", handoff_from=old)
+    copy = written.model_copy(update={"session_id": new, "from_session_id": old})
+    old_out, old_err = printed(written)
+    new_out, new_err = printed(created, copy)
+    told = [line for line in old_err if line.strip()]
+    assert len(told) == 1 and f"handed off to {new}" in told[0], old_err
+    fresh = [line for line in new_err if line.strip()]
+    assert len(fresh) == 1 and old in fresh[0] and "continues" in fresh[0], new_err
+    assert not [line for line in new_err if f"handed off to {new}" in line]
