@@ -18,16 +18,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from anyio.abc import TaskGroup, TaskStatus
 
+from orchestrator.runtime.face_driven import FaceDriven
 from orchestrator.runtime.host_runs import HostError
 
 if TYPE_CHECKING:
-    from clients.loom import LoomClient
     from orchestrator.events_long import GoalBudget
     from orchestrator.goals.controller import GoalController, GoalSettings
     from orchestrator.goals.state import GoalState
@@ -56,7 +54,7 @@ class _Going:
     error: str = ""
 
 
-class Goals:
+class Goals(FaceDriven):
     """The host's goals: started, followed, listed, cancelled, and resumed when the host starts.
 
     Args:
@@ -65,32 +63,13 @@ class Goals:
     """
 
     def __init__(self, host: SessionHost, settings: GoalSettings | None = None) -> None:
-        self.host = host
+        super().__init__(host, "goals")
         self.settings = settings
-        self._tg: TaskGroup | None = None
         self._controllers: dict[str, GoalController] = {}
         self._going: dict[str, _Going] = {}
         self._index: dict[str, str] | None = None
         """goal id -> its session, once the heads were read."""
-        self._client: LoomClient | None = None
-        self._connecting = anyio.Lock()
         self._indexing = anyio.Lock()
-
-    async def __aenter__(self) -> Self:
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        return self
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool | None:
-        # Stopped, not ended: every step is already in the store, so a restart resumes from there.
-        assert self._tg is not None
-        self._tg.cancel_scope.cancel()
-        try:
-            return await self._tg.__aexit__(kind, exc, tb)
-        finally:
-            self._tg, self._client = None, None
 
     # -- the face's calls ------------------------------------------------------------------------------
 
@@ -249,9 +228,8 @@ class Goals:
         return ""
 
     def _drive(self, controller: GoalController, state: GoalState) -> None:
-        assert self._tg is not None, "the host's goals are not open"
         going = self._going[state.goal_id] = _Going(state)
-        self._tg.start_soon(self._run, controller, going)
+        self.task_group.start_soon(self._run, controller, going)
 
     async def _run(self, controller: GoalController, going: _Going) -> None:
         try:
@@ -317,20 +295,3 @@ class Goals:
 
         children = GoalChildren(client, session_id, append, refusals=(FaceError,))
         return self._controllers.setdefault(session_id, GoalController(children, session_id, self._settings()))
-
-    async def _face_client(self) -> LoomClient:
-        async with self._connecting:
-            if self._client is None:
-                assert self._tg is not None, "the host's goals are not open"
-                await self._tg.start(self._hold_client)
-            assert self._client is not None
-            return self._client
-
-    async def _hold_client(self, *, task_status: TaskStatus[Any]) -> None:
-        """One client of the face for every goal, open (in this task, as its task groups need) until the end."""
-        from servers.subagents import in_process
-
-        async with in_process(self.host.face_server)() as client:
-            self._client = client
-            task_status.started()
-            await anyio.sleep_forever()

@@ -17,16 +17,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING
 
 import anyio
-from anyio.abc import TaskGroup, TaskStatus
 
+from orchestrator.runtime.face_driven import FaceDriven
 from orchestrator.runtime.host_runs import HostError
 
 if TYPE_CHECKING:
-    from clients.loom import LoomClient
     from orchestrator.agents.graph import GraphState
     from orchestrator.agents.orchestrate import Limits, Orchestrator
     from orchestrator.agents.report import Report
@@ -52,7 +50,7 @@ class _Going:
     """Why driving it stopped with an error (the store failed, say): it stays resumable."""
 
 
-class Orchestrations:
+class Orchestrations(FaceDriven):
     """The host's orchestrations: started, followed, cancelled, and resumed when the host starts.
 
     Args:
@@ -60,28 +58,9 @@ class Orchestrations:
     """
 
     def __init__(self, host: SessionHost) -> None:
-        self.host = host
-        self._tg: TaskGroup | None = None
+        super().__init__(host, "orchestrations")
         self._controllers: dict[str, Orchestrator] = {}
         self._going: dict[str, _Going] = {}
-        self._client: LoomClient | None = None
-        self._connecting = anyio.Lock()
-
-    async def __aenter__(self) -> Self:
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        return self
-
-    async def __aexit__(
-        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool | None:
-        # Stopped, not ended: every transition is already in the store, so a restart resumes from there.
-        assert self._tg is not None
-        self._tg.cancel_scope.cancel()
-        try:
-            return await self._tg.__aexit__(kind, exc, tb)
-        finally:
-            self._tg, self._client = None, None
 
     # -- starting and following ------------------------------------------------------------------------
 
@@ -213,9 +192,8 @@ class Orchestrations:
     # -- inside ----------------------------------------------------------------------------------------
 
     def _drive(self, session_id: str, controller: Orchestrator, state: GraphState, limits: Limits) -> None:
-        assert self._tg is not None, "the host's orchestrations are not open"
         going = self._going[state.orchestration_id] = _Going(session_id, state)
-        self._tg.start_soon(self._run, controller, going, limits)
+        self.task_group.start_soon(self._run, controller, going, limits)
 
     async def _run(self, controller: Orchestrator, going: _Going, limits: Limits) -> None:
         try:
@@ -256,20 +234,3 @@ class Orchestrations:
 
         children = FaceChildren(client, session_id, append, refusals=(FaceError,))
         return self._controllers.setdefault(session_id, Orchestrator(children, session_id))
-
-    async def _face_client(self) -> LoomClient:
-        async with self._connecting:
-            if self._client is None:
-                assert self._tg is not None, "the host's orchestrations are not open"
-                await self._tg.start(self._hold_client)
-            assert self._client is not None
-            return self._client
-
-    async def _hold_client(self, *, task_status: TaskStatus[Any]) -> None:
-        """One client of the face for every controller, open (in this task, as its task groups need) until the end."""
-        from servers.subagents import in_process
-
-        async with in_process(self.host.face_server)() as client:
-            self._client = client
-            task_status.started()
-            await anyio.sleep_forever()
