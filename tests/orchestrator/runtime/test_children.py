@@ -259,15 +259,21 @@ async def test_a_sessions_own_subagents_tools_start_a_child_whose_approval_stops
 
 async def test_interrupted_runs_resume_parents_first(tmp_path: Path) -> None:
     (tmp_path / "w").mkdir()
+    # One answer per run and no tool call: the demo script's denied command left each child's run waiting for
+    # its parent's approval until the wait gave up (30 s a run), which is not what this test is about.
+    model = scripted(tmp_path, "hi", [{"text": "done"}])
     async with embedded_runtime(tmp_path / "home") as runtime, SessionHost(runtime) as host:
         async with Client(build_face(host)) as client:
-            top = await call(client, "create_session", cwd=str(tmp_path / "w"), model="scripted:demo")
-            child = await call(client, "create_session", cwd="", parent_session_id=top["session_id"])
-            grandchild = await call(client, "create_session", cwd="", parent_session_id=child["session_id"])
+            top = await call(client, "create_session", cwd=str(tmp_path / "w"), model=model)
+            child = await call(client, "create_session", cwd="", parent_session_id=top["session_id"], model=model)
+            grandchild = await call(
+                client, "create_session", cwd="", parent_session_id=child["session_id"], model=model
+            )
         runs = {}
         for info in (grandchild, top, child):
             handle = await host.start_run(info["session_id"], "hi", 5)
             await host.wait(handle.run_id, 30)
+            assert (await host.view(handle.run_id)).status == "completed"
             runs[info["session_id"]] = handle.run_id
         ordered = await host.parents_first(
             [runs[grandchild["session_id"]], runs[child["session_id"]], runs[top["session_id"]]]
