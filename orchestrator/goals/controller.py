@@ -356,6 +356,16 @@ class GoalController:
         )
 
     async def _finish(self, state: GoalState, status: GoalStatus, reason: str) -> None:
+        # The notes the work sessions kept are promoted for the next goal BEFORE the end is recorded: a client that
+        # waits for the end (`loom goal`) may close the runtime as soon as it sees it. Promoting is idempotent, so a
+        # crash in between promotes nothing twice when the resumed goal finishes.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(30):
+            for attempt in state.attempts:
+                child = attempt.started.child_session_id
+                try:
+                    await self.children.archive_memory(child)
+                except Exception as exc:  # promotion is a courtesy: the goal ends either way
+                    logger.warning("goal %s: promoting session %s's notes failed: %s", state.goal_id, child, exc)
         left = [] if status == "completed" else left_criteria(state)
         event = GoalFinished(
             session_id=self.session_id,
@@ -366,12 +376,6 @@ class GoalController:
             spent=state.spent,
         )
         await self._record(state, event)
-        with anyio.CancelScope(shield=True), anyio.move_on_after(30):
-            for attempt in state.attempts:  # the notes the work sessions kept, promoted for the next goal
-                try:
-                    await self.children.archive_memory(attempt.started.child_session_id)
-                except Exception as exc:  # promotion is a courtesy: the goal has ended either way
-                    logger.warning("goal %s: archiving %s's memory failed: %s", state.goal_id, attempt, exc)
 
     async def _record(self, state: GoalState, event: Event) -> None:
         """Store the event, then fold it: the state acted on is what a restart would rebuild."""
