@@ -75,7 +75,33 @@ def with_client(
         token = first_of(exc, TokenError)
         if token is not None:
             return fail(str(token))
+        lost = _daemon_lost(exc)
+        if lost is not None:
+            return fail(lost, EXIT_FAILED)
         raise
+    except Exception as exc:
+        lost = _daemon_lost(exc)
+        if lost is None:
+            raise
+        return fail(lost, EXIT_FAILED)
+
+
+def _daemon_lost(exc: BaseException) -> str | None:
+    """What to tell the user when the daemon's connection broke under the command (it was killed, say); else None.
+
+    Only the daemon's face is reached over HTTP, so a transport error here means the daemon went away mid-call.
+    """
+    import httpx2  # already imported whenever the daemon was reached; on this error path only
+
+    broken = first_of(exc, httpx2.TransportError)
+    if broken is None:
+        return None
+    return (
+        f"the connection to the Loom daemon broke while this command ran ({type(broken).__name__}: {broken}); "
+        "the daemon may have stopped or been killed, so whether the command took effect is unknown. "
+        "Check with `loom sessions` (it works without the daemon), start the daemon again with `loom serve` if you "
+        "want it, and retry"
+    )
 
 
 async def watch_run(

@@ -137,9 +137,13 @@ def test_the_daemon_killed_while_the_handoff_is_written_leaves_the_session_as_it
             with pytest.raises(subprocess.TimeoutExpired):
                 proc.wait(timeout=3)
             daemon.stop(signal.SIGKILL)
+            # The client hears of it at once and says so in CLI terms, without a traceback.
+            _, err = proc.communicate(timeout=30)
         finally:
-            proc.kill()  # the client only waits on the dead daemon; what matters is what the store holds
-            proc.communicate(timeout=10)
+            proc.kill()
+    assert proc.returncode == 1, err
+    assert "loom: error: the connection to the Loom daemon broke while this command ran" in err, err
+    assert "loom serve" in err and "Traceback" not in err
     listed = run_loom("sessions", "--all", cwd=work, home=home)
     rows = listed.stdout.splitlines()[1:]
     assert len(rows) == 1 and sid in rows[0] and "(archived)" not in rows[0], listed.stdout
