@@ -19,7 +19,7 @@ from orchestrator.context.compaction import MAX_INSTRUCTION_CHARS
 from orchestrator.context.history import rebuild_context
 from orchestrator.context.plan import latest_plan
 from orchestrator.context.plan import render_plan as plan_lines
-from orchestrator.context.summary import check_shape, render_transcript
+from orchestrator.context.summary import check_shape, instructions_part, render_transcript
 from orchestrator.context.tokens import estimate_messages, estimate_text
 from orchestrator.events import Event, UserMessage
 from orchestrator.events_long import HandoffWritten, TodoItem
@@ -162,15 +162,7 @@ def handoff_request(
         "Write the handoff of this session so that a fresh agent session can carry on from it alone.",
         f"<transcript>\n{render_transcript(source.messages, has_summary=source.has_summary)}\n</transcript>",
     ]
-    if source.instructions:
-        # Raw text between tags, not JSON: an escaped quote or newline copied as such would not be verbatim.
-        listed = "\n".join(f"<instruction>\n{text}\n</instruction>" for text in source.instructions)
-        parts.append(
-            "The user's instructions, each to be quoted verbatim (the text between the tags) under \"## Goal and"
-            f' constraints":\n{listed}'
-        )
-    else:
-        parts.append("The user gave no instructions; state the goal as the transcript shows it.")
+    parts.append(instructions_part(source.instructions))
     if source.plan:
         parts.append(
             "The agent's plan (Loom appends it to your handoff as it is; refer to it, do not copy it):\n"

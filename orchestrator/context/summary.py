@@ -69,15 +69,7 @@ def summary_request(
         "Summarise this conversation so an agent can continue the work from your summary alone.",
         f"<transcript>\n{render_transcript(plan.dropped, has_summary=plan.previous is not None)}\n</transcript>",
     ]
-    if plan.instructions:
-        # Raw text between tags, not JSON: an escaped quote or newline copied as such would not be verbatim.
-        listed = "\n".join(f"<instruction>\n{text}\n</instruction>" for text in plan.instructions)
-        parts.append(
-            "The user's instructions, each to be quoted verbatim (the text between the tags) under \"## Goal and"
-            f' constraints":\n{listed}'
-        )
-    else:
-        parts.append("The user gave no instructions in this part; state the goal as the transcript shows it.")
+    parts.append(instructions_part(plan.instructions, "in this part"))
     if focus.strip():
         parts.append(f"Give most room to: {focus.strip()}")
     sections = "\n".join(f"## {name}" for name in SECTIONS)
@@ -92,6 +84,22 @@ def summary_request(
         parts.append(f"Your previous summary was rejected: {problem}\nWrite the whole summary again, fixing this.")
     message = Message(role="user", content=[TextBlock(text="\n\n".join(parts))])
     return ModelRequest(system=SYSTEM_PROMPT, messages=[message], tools=(), max_tokens=max_tokens, purpose="summary")
+
+
+def instructions_part(instructions: Sequence[str], where: str = "") -> str:
+    """The request's paragraph listing the user's instructions to quote verbatim (a summary's or a handoff's).
+
+    ``where`` narrows the sentence said when there are none ("in this part": a compaction sees only some history).
+    """
+    if not instructions:
+        scope = f" {where}" if where else ""
+        return f"The user gave no instructions{scope}; state the goal as the transcript shows it."
+    # Raw text between tags, not JSON: an escaped quote or newline copied as such would not be verbatim.
+    listed = "\n".join(f"<instruction>\n{text}\n</instruction>" for text in instructions)
+    return (
+        "The user's instructions, each to be quoted verbatim (the text between the tags) under \"## Goal and"
+        f' constraints":\n{listed}'
+    )
 
 
 def render_transcript(messages: Sequence[Message], *, has_summary: bool = False) -> str:
