@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from clients.cli.exits import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
+from clients.cli.following import follow_session
 
 if TYPE_CHECKING:
     from clients.loom import LoomClient
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 
 __all__ = ["add_parsers", "goal_command", "goal_line", "goals_command", "report_text"]
 
-_CANCEL_WAIT_S = 30.0
 _EXITS = {"completed": EXIT_OK, "cancelled": EXIT_CANCELLED}
 
 
@@ -211,38 +210,24 @@ def _print_report(report: GoalReport, as_json: bool) -> None:
 
 async def _follow(client: LoomClient, started: GoalReport, as_json: bool, *, after: int = 0) -> tuple[GoalReport, bool]:
     """Print the goal's events after ``after`` until it ends; its report, and whether Ctrl-C (or SIGTERM) ended it."""
-    import anyio
+    goal_id = started.goal_id
 
-    goal_id, session_id = started.goal_id, started.session_id
-    cancelled = False
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with anyio.create_task_group() as tg:
+    def line_of(event: Event) -> str | None:
+        lines = goal_line(event, goal_id)
+        return "\n".join(lines) if lines else None
 
-            async def cancel_on_signal() -> None:
-                nonlocal cancelled
-                async for _ in signals:
-                    cancelled = True
-                    sys.stderr.write("loom: cancelling the goal\n")
-                    with anyio.move_on_after(_CANCEL_WAIT_S):
-                        await client.cancel_goal(goal_id)
-                    tg.cancel_scope.cancel()
-                    return
+    async def has_ended() -> bool:
+        return (await client.get_goal(goal_id)).status != "running"
 
-            tg.start_soon(cancel_on_signal)
-            ended = False
-            while True:
-                page = await client.read_events(session_id, after_seq=after, wait_s=0 if ended else 30)
-                after = page.next_after_seq
-                for event in page.events:
-                    lines = goal_line(event, goal_id)
-                    if lines:
-                        sys.stdout.write(event.model_dump_json() + "\n" if as_json else "\n".join(lines) + "\n")
-                        sys.stdout.flush()
-                    if event.type == "goal_finished" and getattr(event, "goal_id", None) == goal_id:
-                        ended = True
-                if ended and not page.events:
-                    break
-                if not page.events:
-                    ended = (await client.get_goal(goal_id)).status != "running"
-            tg.cancel_scope.cancel()
+    cancelled = await follow_session(
+        client,
+        started.session_id,
+        after,
+        as_json=as_json,
+        line_of=line_of,
+        is_end=lambda e: e.type == "goal_finished" and getattr(e, "goal_id", None) == goal_id,
+        has_ended=has_ended,
+        cancel=lambda: client.cancel_goal(goal_id),
+        what="the goal",
+    )
     return await client.get_goal(goal_id), cancelled

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from clients.cli.exits import EXIT_CANCELLED, EXIT_FAILED, EXIT_OK
+from clients.cli.following import follow_session
 
 if TYPE_CHECKING:
     from clients.loom import LoomClient
@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 __all__ = ["add_parser", "orchestrate", "transition_line"]
 
 _FINAL = ("passed", "failed", "cancelled")
-_CANCEL_WAIT_S = 30.0
-"""How long Ctrl-C waits for the orchestration to record its end (its children cancelled) before exiting anyway."""
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -144,41 +142,19 @@ def orchestrate(args: argparse.Namespace) -> int:
 
 async def _follow(client: LoomClient, session_id: str, oid: str, after: int, as_json: bool) -> tuple[Report, bool]:
     """Print the orchestration's transitions until it ends; its report, and whether Ctrl-C (or SIGTERM) ended it."""
-    import anyio
 
-    cancelled = False
-    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with anyio.create_task_group() as tg:
+    async def has_ended() -> bool:
+        return (await client.get_orchestration(session_id, oid)).status in _FINAL
 
-            async def cancel_on_signal() -> None:
-                nonlocal cancelled
-                async for _ in signals:
-                    cancelled = True
-                    sys.stderr.write("loom: cancelling the orchestration\n")
-                    with anyio.move_on_after(_CANCEL_WAIT_S):
-                        await client.cancel_orchestration(
-                            session_id, oid, reason="cancelled from loom orchestrate (Ctrl-C)"
-                        )
-                    tg.cancel_scope.cancel()
-                    return
-
-            tg.start_soon(cancel_on_signal)
-            ended = False
-            while True:
-                page = await client.read_events(session_id, after_seq=after, wait_s=0 if ended else 30)
-                after = page.next_after_seq
-                for event in page.events:
-                    line = transition_line(event, oid)
-                    if line is not None:
-                        sys.stdout.write(event.model_dump_json() + "\n" if as_json else line + "\n")
-                        sys.stdout.flush()
-                    if getattr(event, "orchestration_id", None) == oid and event.type == "orchestration_finished":
-                        ended = True
-                if ended and not page.events:
-                    break
-                if not page.events:
-                    # A quiet long-poll: check it has not ended (a page of other sessions' events may hide it).
-                    current = await client.get_orchestration(session_id, oid)
-                    ended = current.status in _FINAL
-            tg.cancel_scope.cancel()
+    cancelled = await follow_session(
+        client,
+        session_id,
+        after,
+        as_json=as_json,
+        line_of=lambda e: transition_line(e, oid),
+        is_end=lambda e: getattr(e, "orchestration_id", None) == oid and e.type == "orchestration_finished",
+        has_ended=has_ended,
+        cancel=lambda: client.cancel_orchestration(session_id, oid, reason="cancelled from loom orchestrate (Ctrl-C)"),
+        what="the orchestration",
+    )
     return await client.get_orchestration(session_id, oid), cancelled
