@@ -88,9 +88,17 @@ def ping_script(steps: int) -> ScriptedModel:
 
 
 def read_script(steps: int, path: str) -> ScriptedModel:
-    """Like :func:`ping_script`, but each turn reads a file with ``fs__read``."""
+    """Like :func:`ping_script`, but each turn reads a file with ``fs__read``.
+
+    Each read asks for a different last line past the file's end: the same text comes back, but the calls differ,
+    so loop detection (on by default) takes the run for progress and checks it the way it checks any step whose
+    result repeats (arguments compared), instead of stopping it after 5 identical steps.
+    """
     turns: list[dict[str, Any]] = [
-        {"text": f"Step {i}: reading.", "tool_calls": [{"name": "fs__read", "arguments": {"path": path}}]}
+        {
+            "text": f"Step {i}: reading.",
+            "tool_calls": [{"name": "fs__read", "arguments": {"path": path, "end_line": 1_000_000 + i}}],
+        }
         for i in range(steps)
     ]
     turns.append({"text": "Done."})
