@@ -41,6 +41,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from orchestrator.engine.settings import EngineSettings, EngineSettingsError, parse_engine
 from orchestrator.home import loom_home
 
 # The hub's own list (names.py imports nothing of Loom's, so no cycle): a second list here drifted once already.
@@ -187,6 +188,9 @@ class LoomConfig:
     """The top-level ``advisor``, or None when the file does not set it (then it is off)."""
     loop: LoopSettings | None = None
     """The top-level ``loop``, or None when the file does not set it (then the defaults apply)."""
+    engine: EngineSettings | None = None
+    """The top-level ``engine`` (:mod:`orchestrator.engine.settings`), or None when the file does not set it (then
+    the embedded default). Only the home's file and ``--config`` may set it, never a project's."""
 
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -355,6 +359,10 @@ def parse_config(text: str, path: Path) -> LoomConfig:
     if "goals" in data:  # read by the host (orchestrator.goals.settings); checked here to be reported as the file's
         _check_goals(data["goals"], f"{path}: goals")
     loop = parse_loop(data["loop"], f"{path}: loop") if "loop" in data else None
+    try:
+        engine = parse_engine(data["engine"], f"{path}: engine") if "engine" in data else None
+    except EngineSettingsError as exc:
+        raise ConfigError(str(exc)) from None
     return LoomConfig(
         model=model,
         servers=servers,
@@ -364,6 +372,7 @@ def parse_config(text: str, path: Path) -> LoomConfig:
         sessions=sessions,
         advisor=advisor,
         loop=loop,
+        engine=engine,
     )
 
 
@@ -527,6 +536,12 @@ def load_config(home: Path, project: Path, extra: Path | None = None) -> LoomCon
             found, ignored = _untrusted_advisor(found, user_advisor, snapshot.config_path, state, ignored)
             user_loop = next((la.loop for la in reversed(layers) if la.loop is not None), LoopSettings())
             found, ignored = _untrusted_loop(found, user_loop, snapshot.config_path, state, ignored)
+        if found.engine is not None:  # where runs execute and which database holds them is the home's choice
+            ignored.append(
+                f"{snapshot.config_path}: 'engine' is ignored: a project cannot choose the engine; "
+                "set it in $LOOM_HOME/config.json"
+            )
+            found = replace(found, engine=None)
         layers.append(found)
     if extra is not None:
         layers.append(load_config_file(extra))
@@ -538,6 +553,7 @@ def load_config(home: Path, project: Path, extra: Path | None = None) -> LoomCon
     sessions: SessionLimits | None = None
     advisor: AdvisorSettings | None = None
     loop: LoopSettings | None = None
+    engine: EngineSettings | None = None
     for cfg in layers:
         model = cfg.model or model
         servers.update({s.name: s for s in cfg.servers})
@@ -547,6 +563,7 @@ def load_config(home: Path, project: Path, extra: Path | None = None) -> LoomCon
         sessions = cfg.sessions or sessions
         advisor = cfg.advisor or advisor
         loop = cfg.loop or loop
+        engine = cfg.engine or engine
     return LoomConfig(
         model=model,
         servers=tuple(servers.values()),
@@ -557,6 +574,7 @@ def load_config(home: Path, project: Path, extra: Path | None = None) -> LoomCon
         sessions=sessions,
         advisor=advisor,
         loop=loop,
+        engine=engine,
     )
 
 

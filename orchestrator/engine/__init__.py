@@ -1,0 +1,1 @@
+"""Engines a run executes on: the embedded default, or DBOS workers over a shared Postgres database."""
