@@ -26,8 +26,26 @@ import anyio
 
 from servers._database import close_shielded, enable_wal, make_private
 from servers.checkpoints._errors import DatabaseError, describe
-from servers.checkpoints._schema import BASE_SCHEMA, CALL_ID, CALL_INDEX, MIGRATIONS, SCHEMA_VERSION
-from servers.checkpoints._writes import MAX_ROWS_PER_INSERT, index_statement, insert_statements, write_in_transaction
+from servers.checkpoints._schema import (
+    BASE_SCHEMA,
+    CALL_ID,
+    CALL_INDEX,
+    MIGRATIONS,
+    RUN_KEYS,
+    RUNS_SELECT,
+    SCHEMA_VERSION,
+    SESSIONS_SELECT,
+    session_row,
+)
+from servers.checkpoints._writes import (
+    INDEX_TYPES,
+    MAX_ROWS_PER_INSERT,
+    event_json,
+    index_statement,
+    insert_statements,
+    session_of,
+    write_in_transaction,
+)
 
 __all__ = ["SCHEMA_VERSION", "Database", "DatabaseError", "describe"]
 
@@ -35,20 +53,6 @@ _AUTOCHECKPOINT_PAGES = 20_000
 
 _CHECKPOINT_AFTER_ROWS = 256
 """Rows appended since the last checkpoint before a run's end folds the WAL back (see ``Database.append``)."""
-
-
-_INDEX_TYPES = frozenset(
-    {
-        "session_created",
-        "session_archived",
-        "run_queued",
-        "run_started",
-        "run_resumed",
-        "run_finished",
-        "model_switched",
-        "mode_changed",
-    }
-)
 
 
 class Database:
@@ -167,14 +171,12 @@ class Database:
         planned: dict[str, int] = {}
         rows: list[tuple[Any, ...]] = []
         for event in events:
-            sid, kind, ts = event.get("session_id"), event.get("type"), event.get("ts")
-            if not isinstance(sid, str) or not isinstance(kind, str) or not isinstance(ts, int | float):
-                raise ValueError("every event needs a string session_id and type and a numeric ts")
+            sid = session_of(event)
             seq = planned.get(sid) or await self._next_seq(sid)
             planned[sid] = seq + 1
-            body = _event_json({**event, "seq": seq})
-            rows.append((sid, seq, event.get("run_id"), kind, ts, body))
-        indexed = [e for e in events if e["type"] in _INDEX_TYPES]
+            body = event_json({**event, "seq": seq})
+            rows.append((sid, seq, event.get("run_id"), event["type"], event["ts"], body))
+        indexed = [e for e in events if e["type"] in INDEX_TYPES]
         try:
             if indexed or len(rows) > MAX_ROWS_PER_INSERT:
                 await self._append_in_transaction(rows, indexed)
@@ -312,29 +314,7 @@ class Database:
 
     async def sessions(self, clause: str, params: Sequence[Any]) -> list[dict[str, Any]]:
         """Session rows (``clause`` follows ``FROM sessions s``) with their last ``seq`` and context gauge."""
-        # The latest watermark is found walking the session's events back from the newest: every model call
-        # writes one, so the walk is a few rows long.
-        # The newest run's status and owner come the same way, through ``runs_by_session``: what a list shows as
-        # the session's status (failed, interrupted) without a query per session.
-        sql = (
-            "SELECT id, created, cwd, model, mode, archived, context_window, title, parent_session_id, parent_run_id, "
-            "agent, "
-            "(SELECT body FROM events WHERE session_id=s.id AND type='context_watermark' ORDER BY seq DESC LIMIT 1), "
-            "(SELECT COALESCE(MAX(seq),0) FROM events WHERE session_id=s.id), "
-            "(SELECT status || ' ' || owner FROM runs WHERE session_id=s.id ORDER BY started DESC LIMIT 1) "
-            "FROM sessions s " + clause
-        )
-        keys: tuple[str, ...] = ("id", "created", "cwd", "model", "mode", "archived", "context_window", "title")
-        keys += ("parent_session_id", "parent_run_id", "agent")
-        keys_after = ("watermark", "last_seq", "last_run")
-        rows = [dict(zip(keys + keys_after, row, strict=True)) for row in await self._fetch(sql, params)]
-        for row in rows:
-            mark = json.loads(row.pop("watermark") or "{}")
-            row["context_used"] = mark.get("used_tokens")
-            row["context_window"] = row["context_window"] or mark.get("window")  # a later switch's window wins
-            last_status, _, last_owner = (row.pop("last_run") or "").partition(" ")
-            row["last_run_status"], row["last_run_owner"] = last_status or None, last_owner
-        return rows
+        return [session_row(row) for row in await self._fetch(SESSIONS_SELECT + clause, params)]
 
     async def set_title(self, session_id: str, title: str) -> bool:
         """Give a session its title; False when there is no such session.
@@ -350,9 +330,7 @@ class Database:
 
     async def runs(self, clause: str, params: Sequence[Any]) -> list[dict[str, Any]]:
         """Run rows; ``clause`` follows ``FROM runs``."""
-        keys = ("id", "session_id", "started", "finished", "status", "reason", "final_text", "model", "owner")
-        sql = f"SELECT {', '.join(keys)} FROM runs " + clause
-        return [dict(zip(keys, row, strict=True)) for row in await self._fetch(sql, params)]
+        return [dict(zip(RUN_KEYS, row, strict=True)) for row in await self._fetch(RUNS_SELECT + clause, params)]
 
     # -- file snapshots ---------------------------------------------------------------------------
 
@@ -399,19 +377,3 @@ class Database:
 def _read_only_uri(path: Path) -> str:
     # mode=ro makes SQLite refuse every write with SQLITE_READONLY, whatever the file's permissions
     return f"{path.resolve().as_uri()}?mode=ro"
-
-
-def _event_json(event: dict[str, Any]) -> str:
-    r"""An event's stored JSON: UTF-8 as it is, or ASCII-escaped when it holds lone surrogates.
-
-    A file name that is not UTF-8 reaches Python as a string with lone surrogates, which SQLite cannot store as
-    text ("surrogates not allowed"). JSON's ``\udcff`` escapes keep such a string exactly, so the event reads back
-    the same instead of failing the whole batch (and with it the run).
-    """
-    body = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
-    if not body.isascii():
-        try:
-            body.encode("utf-8")
-        except UnicodeEncodeError:
-            return json.dumps(event, separators=(",", ":"))
-    return body

@@ -6,7 +6,20 @@ databases cannot differ.
 
 from __future__ import annotations
 
-__all__ = ["BASE_SCHEMA", "CALL_ID", "CALL_INDEX", "MIGRATIONS", "SCHEMA_VERSION"]
+import json
+from typing import Any
+
+__all__ = [
+    "BASE_SCHEMA",
+    "CALL_ID",
+    "CALL_INDEX",
+    "MIGRATIONS",
+    "RUNS_SELECT",
+    "RUN_KEYS",
+    "SCHEMA_VERSION",
+    "SESSIONS_SELECT",
+    "session_row",
+]
 
 SCHEMA_VERSION = 7
 MAX_INT = 2**63 - 1
@@ -77,3 +90,50 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
 }
 """Statements that bring a database from the previous schema version to the key's version."""
+
+
+# -- what the session and run listings read (the same SQL on SQLite and Postgres) ---------------------------------
+
+# The latest watermark is found walking the session's events back from the newest: every model call writes one, so
+# the walk is a few rows long. The newest run's status and owner come the same way, through ``runs_by_session``:
+# what a list shows as the session's status (failed, interrupted) without a query per session.
+SESSIONS_SELECT = (
+    "SELECT id, created, cwd, model, mode, archived, context_window, title, parent_session_id, parent_run_id, agent, "
+    "(SELECT body FROM events WHERE session_id=s.id AND type='context_watermark' ORDER BY seq DESC LIMIT 1), "
+    "(SELECT COALESCE(MAX(seq),0) FROM events WHERE session_id=s.id), "
+    "(SELECT status || ' ' || owner FROM runs WHERE session_id=s.id ORDER BY started DESC LIMIT 1) "
+    "FROM sessions s "
+)
+"""Session rows with their last ``seq``, gauge and newest run; a clause (``WHERE``, ``ORDER BY``) follows."""
+
+_SESSION_KEYS = (
+    "id",
+    "created",
+    "cwd",
+    "model",
+    "mode",
+    "archived",
+    "context_window",
+    "title",
+    "parent_session_id",
+    "parent_run_id",
+    "agent",
+    "watermark",
+    "last_seq",
+    "last_run",
+)
+
+RUN_KEYS = ("id", "session_id", "started", "finished", "status", "reason", "final_text", "model", "owner")
+RUNS_SELECT = f"SELECT {', '.join(RUN_KEYS)} FROM runs "
+"""Run rows as `RUN_KEYS`; a clause follows."""
+
+
+def session_row(values: Any) -> dict[str, Any]:
+    """A row of `SESSIONS_SELECT` as the session the tools answer with (gauge and newest run unpacked)."""
+    row = dict(zip(_SESSION_KEYS, values, strict=True))
+    mark = json.loads(row.pop("watermark") or "{}")
+    row["context_used"] = mark.get("used_tokens")
+    row["context_window"] = row["context_window"] or mark.get("window")  # a later switch's window wins
+    last_status, _, last_owner = (row.pop("last_run") or "").partition(" ")
+    row["last_run_status"], row["last_run_owner"] = last_status or None, last_owner
+    return row

@@ -1,6 +1,8 @@
 """Assembly of the checkpoints server: its tools, their result models, and the stdio entry point.
 
-The database is opened in the server's lifespan, once per connection. A database that cannot be
+The store is a SQLite file (a `Path`) or a Postgres database (a ``postgresql://`` URL); both backends have the
+same methods, results and errors, so the tools do not know which they serve. The database is opened in the
+server's lifespan, once per connection. A database that cannot be
 opened does not stop the server: every tool then answers with the reason, so that a client over
 any transport (in-process or stdio) gets a message it can show, not a dropped connection.
 """
@@ -15,7 +17,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeAlias
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -26,9 +28,19 @@ from servers._database import Opened, default_database
 from servers._stdio import serve_stdio
 from servers._version import loom_version
 from servers.checkpoints._db import SCHEMA_VERSION, Database, DatabaseError
+from servers.checkpoints._pg_errors import is_postgres_url, mask_url
 from servers.checkpoints._schema import MAX_INT
 
-__all__ = ["build_server", "main"]
+if TYPE_CHECKING:
+    from servers.checkpoints._pg import PostgresDatabase
+
+__all__ = ["StoreDatabase", "StoreLocation", "build_server", "main", "open_database"]
+
+StoreLocation: TypeAlias = "Path | str"
+"""Where a store is: a SQLite file, or a Postgres database's ``postgresql://`` (or ``postgres://``) URL."""
+
+StoreDatabase: TypeAlias = "Database | PostgresDatabase"
+"""An open store of either backend: the same methods, results and errors."""
 
 _READ = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 _WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
@@ -162,8 +174,29 @@ class SnapshotContent(BaseModel):
     content_b64: str | None = None
 
 
-def _db(ctx: Context) -> Database:
-    opened: Opened[Database] = ctx.request_context.lifespan_context["opened"]
+async def open_database(location: StoreLocation, *, read_only: bool = False) -> StoreDatabase:
+    """Open the store at ``location``: a `Path` (or a string without a scheme) is SQLite, a Postgres URL Postgres.
+
+    Raises:
+        DatabaseError: it cannot be opened (the message says what to do, without the URL's password), or
+            ``location`` is a URL of another kind.
+    """
+    if isinstance(location, str):
+        if is_postgres_url(location):
+            from servers.checkpoints._pg import PostgresDatabase  # psycopg only when a store is on Postgres
+
+            return await PostgresDatabase.open(location, read_only=read_only)
+        if "://" in location:
+            raise DatabaseError(
+                f"{mask_url(location)} is not a store Loom can open: give a file path (SQLite) or a "
+                "postgresql://USER@HOST:PORT/DATABASE URL (Postgres)"
+            )
+        location = Path(location)
+    return await Database.open(location, read_only=read_only)
+
+
+def _db(ctx: Context) -> StoreDatabase:
+    opened: Opened[StoreDatabase] = ctx.request_context.lifespan_context["opened"]
     return opened.require()
 
 
@@ -371,13 +404,14 @@ _TOOLS: list[tuple[Callable[..., Any], ToolAnnotations]] = [
 
 
 def build_server(
-    db_path: Path, *, read_only: bool = False, on_open: Callable[[Database | None], None] | None = None
+    db_path: StoreLocation, *, read_only: bool = False, on_open: Callable[[StoreDatabase | None], None] | None = None
 ) -> MCPServer:
-    """Build the checkpoints MCP server over the SQLite file at ``db_path``.
+    """Build the checkpoints MCP server over the store at ``db_path``.
 
     Args:
-        db_path: the database file; created (with its directory) and migrated unless ``read_only``.
-        read_only: open the file read-only: reads work, every write fails with a clear error.
+        db_path: the SQLite file (created, with its directory) or the Postgres URL (its ``loom`` schema created);
+            migrated unless ``read_only``.
+        read_only: open the store read-only: reads work, every write fails with a clear error.
         on_open: told the database when a connection's lifespan opens it, and None when it closes it (an
             in-process client may then append through it directly: the same connection, numbering and errors).
 
@@ -388,7 +422,7 @@ def build_server(
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[dict[str, Any]]:
         try:
-            db = await Database.open(db_path, read_only=read_only)
+            db = await open_database(db_path, read_only=read_only)
         except DatabaseError as exc:
             yield {"opened": Opened(None, str(exc))}
             return
@@ -405,7 +439,8 @@ def build_server(
         "checkpoints",
         version=loom_version(),
         instructions=(
-            f"Loom's durable store (SQLite, schema {SCHEMA_VERSION}): an append-only event log numbered per "
+            f"Loom's durable store ({'Postgres' if is_postgres_url(db_path) else 'SQLite'}, schema {SCHEMA_VERSION}): "
+            "an append-only event log numbered per "
             "session, the session and run index derived from it, and file snapshots for rewind. "
             "These tools serve Loom's runtime; they are not meant for a model."
         ),
@@ -430,7 +465,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="loom server checkpoints", description="Serve Loom's durable store over MCP stdio."
     )
-    parser.add_argument("--db", type=Path, default=default, metavar="PATH", help=f"the database (default {default})")
+    parser.add_argument(
+        "--db",
+        default=str(default),
+        metavar="PATH|URL",
+        help=f"the SQLite file, or a postgresql://USER@HOST:PORT/DATABASE URL (default {default}); keep a "
+        "password out of the command line (other users see it): libpq reads PGPASSWORD or ~/.pgpass",
+    )
     parser.add_argument("--read-only", action="store_true", help="open the database read-only")
     args = parser.parse_args(argv)
-    return serve_stdio("checkpoints", lambda: build_server(args.db, read_only=args.read_only))
+    location: StoreLocation = args.db if is_postgres_url(args.db) else Path(args.db)
+    return serve_stdio("checkpoints", lambda: build_server(location, read_only=args.read_only))

@@ -9,6 +9,7 @@ connection's own thread, so it costs one hand-off like any other append.
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 from collections.abc import Sequence
 from typing import Any
@@ -17,6 +18,48 @@ MAX_ROWS_PER_INSERT = 500
 """SQLite caps host parameters per statement (32766 on modern builds); 6 per row keeps us far below."""
 
 Statement = tuple[str, Sequence[Any]]
+
+INDEX_TYPES = frozenset(
+    {
+        "session_created",
+        "session_archived",
+        "run_queued",
+        "run_started",
+        "run_resumed",
+        "run_finished",
+        "model_switched",
+        "mode_changed",
+    }
+)
+"""The event types :func:`index_statement` keeps the session and run index in step with."""
+
+
+def session_of(event: dict[str, Any]) -> str:
+    """The session of an event to append, once it is known to have what every stored event needs.
+
+    Raises:
+        ValueError: it lacks a string ``session_id`` or ``type``, or a numeric ``ts``.
+    """
+    sid, kind, ts = event.get("session_id"), event.get("type"), event.get("ts")
+    if not isinstance(sid, str) or not isinstance(kind, str) or not isinstance(ts, int | float):
+        raise ValueError("every event needs a string session_id and type and a numeric ts")
+    return sid
+
+
+def event_json(event: dict[str, Any]) -> str:
+    r"""An event's stored JSON: UTF-8 as it is, or ASCII-escaped when it holds lone surrogates.
+
+    A file name that is not UTF-8 reaches Python as a string with lone surrogates, which SQLite cannot store as
+    text ("surrogates not allowed"). JSON's ``\udcff`` escapes keep such a string exactly, so the event reads back
+    the same instead of failing the whole batch (and with it the run).
+    """
+    body = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
+    if not body.isascii():
+        try:
+            body.encode("utf-8")
+        except UnicodeEncodeError:
+            return json.dumps(event, separators=(",", ":"))
+    return body
 
 
 def insert_statements(rows: Sequence[tuple[Any, ...]]) -> list[Statement]:
