@@ -189,3 +189,12 @@ def module_database(postgres_url: str) -> Iterator[str]:
     """Like ``fresh_database``, shared by one test module's tests (for tests that do not interfere)."""
     with created_database(postgres_url) as url:
         yield url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_location(request: pytest.FixtureRequest, tmp_path: Path) -> Path | str:
+    """Where a test's store is, once per backend: a SQLite file in ``tmp_path``, then a fresh Postgres database."""
+    if request.param == "sqlite":
+        return tmp_path / "loom.db"
+    url: str = request.getfixturevalue("fresh_database")
+    return url

@@ -2,11 +2,12 @@
 
 The orchestrator keeps no durable state of its own: :class:`CheckpointStore` implements
 :class:`~orchestrator.store.interface.Store` by calling the ``checkpoints`` server, in-process over the SDK's
-in-memory transport by default (``Client(build_server(path))``), or any other MCP target. It is its
+in-memory transport by default (``Client(build_server(location))``), or any other MCP target. The location is a
+SQLite file (a `Path`) or a Postgres database (a ``postgresql://`` URL, shared by several processes). It is its
 own client, separate from the hub, so the server's tools never reach a model's tool list.
 
 One ``append`` is one ``append_events`` call, whatever the batch size: the hot path (one append per
-step) costs one MCP round trip and one SQLite write. Events cross as JSON objects and come back
+step) costs one MCP round trip and one database write. Events cross as JSON objects and come back
 through :data:`~orchestrator.events.EVENT_ADAPTER`.
 
 With the default in-process server, appends skip the round trip: the server tells the store the database its
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from mcp import Client, StdioServerParameters
     from mcp.server.mcpserver import MCPServer
 
-    from servers.checkpoints._db import Database
+    from servers.checkpoints._server import StoreDatabase, StoreLocation
 
 _TOOL_ERROR_PREFIX = "Error executing tool "
 
@@ -43,21 +44,27 @@ class CheckpointStore:
     """:class:`~orchestrator.store.interface.Store` backed by the checkpoints server, for a single writing process."""
 
     def __init__(
-        self, path: Path, *, read_only: bool = False, target: MCPServer | StdioServerParameters | None = None
+        self, path: StoreLocation, *, read_only: bool = False, target: MCPServer | StdioServerParameters | None = None
     ) -> None:
-        """A store over the SQLite file at ``path``; open it with ``async with``.
+        """A store over the SQLite file or the Postgres database at ``path``; open it with ``async with``.
 
         Args:
-            path: the database file (created and migrated unless ``read_only``).
+            path: the database file (a `Path`), or a ``postgresql://`` (or ``postgres://``) URL; created and
+                migrated unless ``read_only``.
             read_only: reads work, appends fail with a StoreError.
             target: where the checkpoints server runs; by default an in-process server on ``path``.
         """
-        self.path = path
+        from servers.checkpoints._pg_errors import is_postgres_url, mask_url
+
+        self.location = path
+        """Where the store is, as given (a URL keeps its password: never show it, show `path`)."""
+        self.path: Path | str = mask_url(path) if isinstance(path, str) and is_postgres_url(path) else path
+        """What messages name: the file, or the URL with its password masked."""
         self._read_only = read_only
         self._target = target
         self._client: Client | None = None
         self._stack: contextlib.AsyncExitStack | None = None
-        self._db: Database | None = None
+        self._db: StoreDatabase | None = None
         """The in-process server's open database, which appends go to directly; None for any other target."""
 
     async def __aenter__(self) -> Self:
@@ -67,7 +74,7 @@ class CheckpointStore:
         if target is None:
             from servers.checkpoints import build_server
 
-            target = build_server(self.path, read_only=self._read_only, on_open=self._opened)
+            target = build_server(self.location, read_only=self._read_only, on_open=self._opened)
         stack = contextlib.AsyncExitStack()
         try:
             self._client = await stack.enter_async_context(Client(target))
@@ -82,7 +89,7 @@ class CheckpointStore:
             raise
         return self
 
-    def _opened(self, db: Database | None) -> None:
+    def _opened(self, db: StoreDatabase | None) -> None:
         self._db = db
 
     async def __aexit__(
@@ -132,7 +139,7 @@ class CheckpointStore:
         for event, seq in zip(events, seqs, strict=True):
             event.seq = seq
 
-    async def _append_directly(self, db: Database, payload: list[dict[str, Any]]) -> list[int]:
+    async def _append_directly(self, db: StoreDatabase, payload: list[dict[str, Any]]) -> list[int]:
         """``append_events`` without the round trip: what its tool does, errors worded as its result would be."""
         from servers.checkpoints._db import DatabaseError
 

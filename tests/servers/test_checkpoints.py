@@ -17,6 +17,7 @@ from mcp import Client, StdioServerParameters
 
 from servers.checkpoints import SCHEMA_VERSION, build_server
 from servers.checkpoints._db import Database, DatabaseError, describe
+from servers.checkpoints._server import StoreLocation
 from tests.mcp_calls import call, error_of
 from tests.servers._support import IN_PROCESS_MODES
 
@@ -34,7 +35,7 @@ def notice(sid: str, text: str, run_id: str | None = None) -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def connected(path: Path, mode: str = "auto", *, read_only: bool = False) -> AsyncIterator[Client]:
+async def connected(path: StoreLocation, mode: str = "auto", *, read_only: bool = False) -> AsyncIterator[Client]:
     async with Client(build_server(path, read_only=read_only), mode=mode) as client:
         yield client
 
@@ -70,9 +71,11 @@ async def test_tools_serve_the_runtime_and_say_which_only_read(tmp_path: Path, m
 
 
 @pytest.mark.parametrize("argument", ["after_seq", "before_seq", "limit"])
-async def test_an_integer_sqlite_cannot_hold_is_refused_as_bad_input(tmp_path: Path, argument: str) -> None:
+async def test_an_integer_sqlite_cannot_hold_is_refused_as_bad_input(
+    store_location: StoreLocation, argument: str
+) -> None:
     # 2**63 cannot be bound to a query: it once failed inside the database call with no word of what was wrong.
-    async with connected(tmp_path / "loom.db") as client:
+    async with connected(store_location) as client:
         await call(client, "append_events", events=[created("a")])
         error = await error_of(client, "read_events", session_id="a", **{argument: 2**63})
         assert argument in error and f"less than or equal to {2**63 - 1}" in error
@@ -81,8 +84,8 @@ async def test_an_integer_sqlite_cannot_hold_is_refused_as_bad_input(tmp_path: P
 
 
 @pytest.mark.parametrize("mode", IN_PROCESS_MODES)
-async def test_events_are_numbered_per_session_and_kept_as_sent(tmp_path: Path, mode: str) -> None:
-    async with connected(tmp_path / "loom.db", mode) as client:
+async def test_events_are_numbered_per_session_and_kept_as_sent(store_location: StoreLocation, mode: str) -> None:
+    async with connected(store_location, mode) as client:
         first = await call(client, "append_events", events=[created("a"), notice("a", "één"), created("b")])
         second = await call(client, "append_events", events=[notice("a", "two", run_id="r_1")])
         assert (first["seqs"], second["seqs"]) == ([1, 2, 1], [3])
@@ -96,11 +99,11 @@ async def test_events_are_numbered_per_session_and_kept_as_sent(tmp_path: Path, 
         assert [e["text"] for e in by_run] == ["two"]
         session = (await call(client, "get_session", session_id="a"))["session"]
         assert session is not None and (session["mode"], session["last_seq"]) == ("ask", 3)
-    async with connected(tmp_path / "loom.db", mode) as client:  # numbering continues after a reopen
+    async with connected(store_location, mode) as client:  # numbering continues after a reopen
         assert (await call(client, "append_events", events=[notice("a", "three")]))["seqs"] == [4]
 
 
-async def test_run_index_follows_run_events(tmp_path: Path) -> None:
+async def test_run_index_follows_run_events(store_location: StoreLocation) -> None:
     started = {"type": "run_started", "session_id": "s", "run_id": "r_abc", "ts": 5.0, "model": "m", "owner": "1:2"}
     finished = {
         "type": "run_finished",
@@ -111,7 +114,7 @@ async def test_run_index_follows_run_events(tmp_path: Path) -> None:
         "reason": "end_turn",
         "final_text": "ok",
     }
-    async with connected(tmp_path / "loom.db") as client:
+    async with connected(store_location) as client:
         await call(client, "append_events", events=[created("s"), started])
         assert [r["id"] for r in (await call(client, "list_runs_with_status", status="running"))["runs"]] == ["r_abc"]
         await call(client, "append_events", events=[finished, {**created("t"), "ts": 9.0}])
@@ -126,12 +129,12 @@ async def test_run_index_follows_run_events(tmp_path: Path) -> None:
         assert [(s["id"], s["archived"]) for s in listed] == [("t", True), ("s", False)]
 
 
-async def test_a_resumed_run_is_running_again_under_its_new_owner(tmp_path: Path) -> None:
+async def test_a_resumed_run_is_running_again_under_its_new_owner(store_location: StoreLocation) -> None:
     # So that a crash during the resumed run leaves it to be marked interrupted, like any running run.
     started = {"type": "run_started", "session_id": "s", "run_id": "r_x", "ts": 5.0, "model": "m", "owner": "1:2"}
     stopped = {"type": "run_finished", "session_id": "s", "run_id": "r_x", "ts": 6.0, "status": "interrupted"}
     resumed = {"type": "run_resumed", "session_id": "s", "run_id": "r_x", "ts": 7.0, "owner": "3:4", "after_step": 2}
-    async with connected(tmp_path / "loom.db") as client:
+    async with connected(store_location) as client:
         await call(client, "append_events", events=[created("s"), started, stopped])
         assert (await call(client, "get_run", run_id="r_x"))["run"]["status"] == "interrupted"
         await call(client, "append_events", events=[resumed])
@@ -141,10 +144,10 @@ async def test_a_resumed_run_is_running_again_under_its_new_owner(tmp_path: Path
     assert [r["id"] for r in running] == ["r_x"]
 
 
-async def test_a_queued_run_is_indexed_then_starts_under_the_same_id(tmp_path: Path) -> None:
+async def test_a_queued_run_is_indexed_then_starts_under_the_same_id(store_location: StoreLocation) -> None:
     queued = {"type": "run_queued", "session_id": "s", "run_id": "r_q", "ts": 4.0, "text": "hi", "owner": "1:2"}
     started = {"type": "run_started", "session_id": "s", "run_id": "r_q", "ts": 6.0, "model": "m", "owner": "3:4"}
-    async with connected(tmp_path / "loom.db") as client:
+    async with connected(store_location) as client:
         await call(client, "append_events", events=[created("s"), queued])
         waiting = (await call(client, "list_runs_with_status", status="queued"))["runs"]
         await call(client, "append_events", events=[started])
@@ -153,9 +156,9 @@ async def test_a_queued_run_is_indexed_then_starts_under_the_same_id(tmp_path: P
     assert (run["status"], run["owner"], run["model"], run["started"]) == ("running", "3:4", "m", 6.0)
 
 
-async def test_a_batch_is_stored_whole_or_not_at_all(tmp_path: Path) -> None:
+async def test_a_batch_is_stored_whole_or_not_at_all(store_location: StoreLocation) -> None:
     started = {"type": "run_started", "session_id": "s", "run_id": "r", "ts": 1.0, "model": "m"}
-    async with connected(tmp_path / "loom.db") as client:
+    async with connected(store_location) as client:
         await call(client, "append_events", events=[created("s"), started])
         # the same session created twice violates the sessions primary key: the notice before it must not stay
         message = await error_of(client, "append_events", events=[notice("s", "lost"), created("s")])
@@ -167,18 +170,18 @@ async def test_a_batch_is_stored_whole_or_not_at_all(tmp_path: Path) -> None:
         assert (await call(client, "append_events", events=[notice("s", "next")]))["seqs"] == [3]
 
 
-async def test_events_without_session_type_or_time_are_refused(tmp_path: Path) -> None:
-    async with connected(tmp_path / "loom.db") as client:
+async def test_events_without_session_type_or_time_are_refused(store_location: StoreLocation) -> None:
+    async with connected(store_location) as client:
         message = await error_of(client, "append_events", events=[notice("s", "ok"), {"type": "notice"}])
         assert "session_id" in message
         assert events_of(await call(client, "read_events", session_id="s")) == []
 
 
-async def test_file_snapshots_keep_the_first_content_per_checkpoint(tmp_path: Path) -> None:
+async def test_file_snapshots_keep_the_first_content_per_checkpoint(store_location: StoreLocation) -> None:
     def b64(data: bytes) -> str:
         return base64.b64encode(data).decode()
 
-    async with connected(tmp_path / "loom.db") as client:
+    async with connected(store_location) as client:
         args = {"session_id": "s", "checkpoint": "r_1:1"}
         assert (await call(client, "snapshot_file", **args, path="a.txt", content_b64=b64(b"\x00old")))["recorded"]
         assert not (await call(client, "snapshot_file", **args, path="a.txt", content_b64=b64(b"new")))["recorded"]

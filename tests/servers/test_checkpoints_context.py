@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from servers.checkpoints._server import StoreLocation
 from tests.mcp_calls import call
 from tests.servers.test_checkpoints import connected, created, notice
 
@@ -66,8 +66,8 @@ def context_of(session: dict[str, Any]) -> tuple[Any, Any]:
     return session["context_used"], session["context_window"]
 
 
-async def test_watermarks_set_the_session_context_and_the_latest_wins(tmp_path: Path) -> None:
-    async with connected(tmp_path / "loom.db") as client:
+async def test_watermarks_set_the_session_context_and_the_latest_wins(store_location: StoreLocation) -> None:
+    async with connected(store_location) as client:
         await call(client, "append_events", events=[created("a"), created("b", ts=2.0)])
         assert context_of((await call(client, "get_session", session_id="a"))["session"]) == (None, None)
         await call(client, "append_events", events=[notice("a", "x"), watermark("a", 1_000, 200_000)])
@@ -77,14 +77,14 @@ async def test_watermarks_set_the_session_context_and_the_latest_wins(tmp_path: 
     assert listed == {"a": (150_000, 200_000), "b": (None, None)}
 
 
-async def test_a_watermark_for_an_unknown_session_is_stored_and_indexes_nothing(tmp_path: Path) -> None:
-    async with connected(tmp_path / "loom.db") as client:
+async def test_a_watermark_for_an_unknown_session_is_stored_and_indexes_nothing(store_location: StoreLocation) -> None:
+    async with connected(store_location) as client:
         assert (await call(client, "append_events", events=[watermark("ghost", 5, 10)]))["seqs"] == [1]
         assert (await call(client, "get_session", session_id="ghost"))["session"] is None
 
 
-async def test_a_model_switch_changes_the_model_a_reopened_session_uses(tmp_path: Path) -> None:
-    path = tmp_path / "loom.db"
+async def test_a_model_switch_changes_the_model_a_reopened_session_uses(store_location: StoreLocation) -> None:
+    path = store_location
     async with connected(path) as client:
         await call(client, "append_events", events=[created("s"), watermark("s", 20_000, 200_000)])
         await call(client, "append_events", events=[switched("s", "small", 32_000)])
@@ -94,12 +94,12 @@ async def test_a_model_switch_changes_the_model_a_reopened_session_uses(tmp_path
     assert (session["model"], *context_of(session)) == ("small", 20_000, 32_000)
 
 
-async def test_find_tool_result_finds_the_latest_finish_of_one_call(tmp_path: Path) -> None:
+async def test_find_tool_result_finds_the_latest_finish_of_one_call(store_location: StoreLocation) -> None:
     events = [created("s"), created("t")]
     for n in range(300):
         events += [started("s", f"c{n}"), finished("s", f"c{n}", f"result {n}")]
     events += [started("s", "c7"), finished("s", "c7", "again after a resume"), finished("t", "only_t", "t's")]
-    async with connected(tmp_path / "loom.db") as client:
+    async with connected(store_location) as client:
         await call(client, "append_events", events=events)
         found = (await call(client, "find_tool_result", session_id="s", call_id="c123"))["event"]
         assert json.loads(found)["content"] == "result 123"
@@ -129,8 +129,8 @@ def compacted(sid: str, kept_from: int) -> dict[str, Any]:
     }
 
 
-async def test_read_context_starts_at_the_latest_compactions_first_kept_event(tmp_path: Path) -> None:
-    async with connected(tmp_path / "loom.db", "auto") as client:
+async def test_read_context_starts_at_the_latest_compactions_first_kept_event(store_location: StoreLocation) -> None:
+    async with connected(store_location, "auto") as client:
         await call(client, "append_events", events=[created("s"), *(notice("s", f"n{i}") for i in range(2, 11))])
         whole = (await call(client, "read_context", session_id="s"))["events"]
         assert [json.loads(e)["seq"] for e in whole] == list(range(1, 11))  # never compacted: everything

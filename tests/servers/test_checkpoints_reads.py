@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from mcp import Client
 
 from servers.checkpoints import build_server
+from servers.checkpoints._server import StoreLocation
 from tests.servers._support import call_ok
 
 pytestmark = pytest.mark.anyio
 
 
-async def test_event_reads_declare_an_array_of_texts_that_a_client_need_not_walk(tmp_path: Path) -> None:
-    async with Client(build_server(tmp_path / "loom.db")) as client:
+async def test_event_reads_declare_an_array_of_texts_that_a_client_need_not_walk(store_location: StoreLocation) -> None:
+    async with Client(build_server(store_location)) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         for name in ("read_events", "read_context"):
             schema = tools[name].output_schema
@@ -47,8 +47,10 @@ class TestReadingBackwards:
         return [json.loads(body)["seq"] for body in found["events"]]
 
     @pytest.mark.parametrize("limit", [1, 3, 7, 25])
-    async def test_backward_pages_put_together_are_the_forward_read(self, tmp_path: Path, limit: int) -> None:
-        async with Client(build_server(tmp_path / "loom.db")) as client:
+    async def test_backward_pages_put_together_are_the_forward_read(
+        self, store_location: StoreLocation, limit: int
+    ) -> None:
+        async with Client(build_server(store_location)) as client:
             await self._filled(client, 23)
             forward = await self._seqs(client)
             pages: list[list[int]] = []
@@ -60,14 +62,14 @@ class TestReadingBackwards:
         assert [seq for page in reversed(pages) for seq in page] == forward == list(range(1, 24))
         assert pages[0][-1] == 23 and all(p == sorted(p) for p in pages)
 
-    async def test_a_window_between_two_cursors(self, tmp_path: Path) -> None:
-        async with Client(build_server(tmp_path / "loom.db")) as client:
+    async def test_a_window_between_two_cursors(self, store_location: StoreLocation) -> None:
+        async with Client(build_server(store_location)) as client:
             await self._filled(client, 10)
             assert await self._seqs(client, after_seq=3, before_seq=9, limit=2) == [7, 8]
             assert await self._seqs(client, after_seq=3, before_seq=9) == [4, 5, 6, 7, 8]
             assert await self._seqs(client, after_seq=3, before_seq=4) == []
             assert await self._seqs(client, before_seq=1) == []
 
-    async def test_an_empty_session_reads_nothing(self, tmp_path: Path) -> None:
-        async with Client(build_server(tmp_path / "loom.db")) as client:
+    async def test_an_empty_session_reads_nothing(self, store_location: StoreLocation) -> None:
+        async with Client(build_server(store_location)) as client:
             assert await self._seqs(client, before_seq=5, limit=3) == []

@@ -10,6 +10,7 @@ import pytest
 from mcp import Client
 
 from servers.checkpoints import SCHEMA_VERSION, build_server
+from servers.checkpoints._server import StoreLocation
 from tests.mcp_calls import call, error_of
 from tests.servers.test_checkpoints import V4_SCHEMA
 
@@ -38,14 +39,14 @@ async def test_a_version_5_database_gains_titles_that_start_empty(tmp_path: Path
     assert (listed["last_run_status"], listed["last_run_owner"]) == ("completed", "7:8")
 
 
-async def test_a_session_lists_its_newest_runs_status_and_owner(tmp_path: Path) -> None:
+async def test_a_session_lists_its_newest_runs_status_and_owner(store_location: StoreLocation) -> None:
     def run(run_id: str, ts: float, status: str) -> list[dict[str, object]]:
         started = {"type": "run_started", "session_id": "s", "run_id": run_id, "ts": ts, "model": "m", "owner": "9:9"}
         finished = {"type": "run_finished", "session_id": "s", "run_id": run_id, "ts": ts + 0.5, "status": status}
         return [started, finished]
 
     created = {"type": "session_created", "session_id": "s", "ts": 1.0, "cwd": "/x", "model": "m"}
-    async with Client(build_server(tmp_path / "loom.db")) as client:
+    async with Client(build_server(store_location)) as client:
         await call(client, "append_events", events=[created])
         fresh = (await call(client, "get_session", session_id="s"))["session"]
         await call(client, "append_events", events=[*run("r_1", 2.0, "failed"), *run("r_2", 3.0, "completed")])

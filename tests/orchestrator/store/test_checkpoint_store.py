@@ -29,14 +29,15 @@ from orchestrator.store.checkpoints import CheckpointStore
 from orchestrator.store.eventlog import EventLog
 from orchestrator.store.interface import StoreError
 from servers.checkpoints import SCHEMA_VERSION, build_server
+from servers.checkpoints._server import StoreLocation
 
 pytestmark = pytest.mark.anyio
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
-async def test_events_are_numbered_per_session_and_read_back_in_order(tmp_path: Path) -> None:
-    async with CheckpointStore(tmp_path / "loom.db") as store:
+async def test_events_are_numbered_per_session_and_read_back_in_order(store_location: StoreLocation) -> None:
+    async with CheckpointStore(store_location) as store:
         a: list[Event] = [SessionCreated(session_id="a", cwd="/x", model="m"), Notice(session_id="a", text="one")]
         b = [SessionCreated(session_id="b", cwd="/y", model="m")]
         await store.append(a)
@@ -47,13 +48,13 @@ async def test_events_are_numbered_per_session_and_read_back_in_order(tmp_path: 
         assert [(e.seq, e.type) for e in events] == [(1, "session_created"), (2, "notice"), (3, "notice")]
         assert [e.seq for e in await store.read_events("a", after_seq=2)] == [3]
     # numbering continues after a reopen
-    async with CheckpointStore(tmp_path / "loom.db") as store:
+    async with CheckpointStore(store_location) as store:
         await store.append([Notice(session_id="a", text="three")])
         assert [e.seq for e in await store.read_events("a")] == [1, 2, 3, 4]
 
 
-async def test_run_index_follows_run_events(tmp_path: Path) -> None:
-    async with CheckpointStore(tmp_path / "loom.db") as store:
+async def test_run_index_follows_run_events(store_location: StoreLocation) -> None:
+    async with CheckpointStore(store_location) as store:
         await store.append(
             [
                 SessionCreated(session_id="s", cwd="/x", model="m"),
@@ -105,8 +106,8 @@ def _finished(session_id: str, call_id: str, content: str, run_id: str = "r_1") 
     )
 
 
-async def test_session_context_follows_watermarks_and_model_switches(tmp_path: Path) -> None:
-    path = tmp_path / "loom.db"
+async def test_session_context_follows_watermarks_and_model_switches(store_location: StoreLocation) -> None:
+    path = store_location
     async with CheckpointStore(path) as store:
         await store.append([SessionCreated(session_id="s", cwd="/x", model="big")])
         fresh = await store.get_session("s")
@@ -121,8 +122,8 @@ async def test_session_context_follows_watermarks_and_model_switches(tmp_path: P
     assert (listed.model, listed.context_used, listed.context_window) == ("small", 60_000, 32_000)
 
 
-async def test_find_tool_result_returns_the_latest_finish_of_a_call(tmp_path: Path) -> None:
-    async with CheckpointStore(tmp_path / "loom.db") as store:
+async def test_find_tool_result_returns_the_latest_finish_of_a_call(store_location: StoreLocation) -> None:
+    async with CheckpointStore(store_location) as store:
         events: list[Event] = [SessionCreated(session_id="s", cwd="/x", model="m")]
         for n in range(50):
             arguments = {"path": f"f{n}"}
@@ -176,8 +177,8 @@ async def test_unwritable_location_is_a_clear_error(tmp_path: Path) -> None:
             pass
 
 
-async def test_failed_write_keeps_what_was_stored(tmp_path: Path) -> None:
-    async with CheckpointStore(tmp_path / "loom.db") as store:
+async def test_failed_write_keeps_what_was_stored(store_location: StoreLocation) -> None:
+    async with CheckpointStore(store_location) as store:
         await store.append([SessionCreated(session_id="s", cwd="/x", model="m")])
         await store.append([RunStarted(session_id="s", run_id="r", model="m", max_steps=1)])
         with pytest.raises(StoreError):  # the same session created twice violates the sessions primary key
@@ -189,8 +190,8 @@ async def test_failed_write_keeps_what_was_stored(tmp_path: Path) -> None:
         assert [e.seq for e in await store.read_events("s")] == [1, 2, 3]
 
 
-async def test_subscribers_get_stored_events_in_seq_order_and_live_deltas(tmp_path: Path) -> None:
-    async with CheckpointStore(tmp_path / "loom.db") as store:
+async def test_subscribers_get_stored_events_in_seq_order_and_live_deltas(store_location: StoreLocation) -> None:
+    async with CheckpointStore(store_location) as store:
         log = EventLog(store)
         async with log.subscribe() as received:
 
@@ -234,8 +235,8 @@ async def test_a_version_1_database_is_migrated_in_place(tmp_path: Path) -> None
         assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (str(SCHEMA_VERSION),)
 
 
-async def test_a_read_only_database_fails_appends_plainly_and_loses_nothing(tmp_path: Path) -> None:
-    path = tmp_path / "loom.db"
+async def test_a_read_only_database_fails_appends_plainly_and_loses_nothing(store_location: StoreLocation) -> None:
+    path = store_location
     async with CheckpointStore(path) as store:
         await store.append([SessionCreated(session_id="s", cwd="/x", model="m")])
     async with CheckpointStore(path, read_only=True) as store:
