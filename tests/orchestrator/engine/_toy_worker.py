@@ -5,7 +5,8 @@ until the test SIGKILLs this process while step two waits for ``--block`` to dis
 another executor, call :func:`orchestrator.engine.dbos_private.recover_executors` on ``--dead``, print the ids it
 returned (one JSON line), then wait for ``--workflow`` to finish, print its result, and recover again. ``pool``: join a
 :class:`~orchestrator.engine.pool.WorkerPool` (whose supervisor recovers dead workers) and serve until killed;
-with ``--workflow`` it also enqueues that workflow first. Every step appends ``STEP WORKFLOW EXECUTOR TIME`` to
+with ``--workflow`` it also enqueues that workflow first. ``beat``: a pool member without DBOS, which only beats
+(and prints the pool's error if it finds itself taken over). Every step appends ``STEP WORKFLOW EXECUTOR TIME`` to
 ``--log``, which is how the test counts executions.
 """
 
@@ -121,22 +122,39 @@ async def _pool() -> None:
         await anyio.sleep_forever()
 
 
+async def _beat() -> None:
+    from orchestrator.engine.pool import PoolError, WorkerPool
+
+    async def recover(ids: Sequence[str]) -> list[str]:
+        raise AssertionError(f"the beat-only toy recovers nothing, asked for {list(ids)}")
+
+    try:
+        async with WorkerPool(
+            _args.url, _args.executor, heartbeat_s=_args.heartbeat, takeover_after_s=_args.takeover, recover=recover
+        ):
+            print(json.dumps({"ready": True}), flush=True)
+            await anyio.sleep_forever()
+    except PoolError as exc:
+        print(json.dumps({"error": str(exc)}), flush=True)
+        os._exit(3)
+
+
 def main(argv: Sequence[str]) -> None:
     """Parse the arguments and run the mode."""
     global _args
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["start", "recover", "pool"])
+    parser.add_argument("mode", choices=["start", "recover", "pool", "beat"])
     parser.add_argument("--url", required=True)
     parser.add_argument("--executor", required=True)
     parser.add_argument("--version", default="toy-1")
     parser.add_argument("--workflow", default="")
     parser.add_argument("--dead", default="")
-    parser.add_argument("--log", required=True)
-    parser.add_argument("--block", required=True)
+    parser.add_argument("--log", default=os.devnull)
+    parser.add_argument("--block", default="")
     parser.add_argument("--heartbeat", type=float, default=0.2)
     parser.add_argument("--takeover", type=float, default=1.0)
     _args = parser.parse_args(argv)
-    modes = {"start": _start, "recover": _recover, "pool": _pool}
+    modes = {"start": _start, "recover": _recover, "pool": _pool, "beat": _beat}
     try:
         anyio.run(modes[_args.mode])
     finally:

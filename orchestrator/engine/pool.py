@@ -1,0 +1,400 @@
+"""The worker pool: heartbeats in the shared database, and the takeover of a silent worker's runs by one live worker.
+
+Every ``loom worker`` has a row in ``loom_engine.workers`` and refreshes its ``beat`` every ``heartbeat_s``. Each
+worker also supervises the others: a worker whose beat is older than ``takeover_after_s`` (and that did not stop
+cleanly) is claimed by exactly one live worker, in one ``UPDATE ... WHERE taken_over_by IS NULL``, and that worker
+re-enqueues the dead one's pending runs through ``recover`` (in production
+:func:`orchestrator.engine.dbos_private.recover_executors`, in a thread). All times are the database server's
+(``now()``), so workers on machines whose clocks disagree still agree on who is silent.
+
+A worker that finds its own row taken over (it was silent too long: a pause, a network partition) stops at once
+with :class:`WorkerTakenOver` rather than keep driving runs another worker now drives; so does one that could not
+beat for ``takeover_after_s``. A worker id belongs to one live process: starting a second one is refused; a
+restarted worker of a dead id takes its id back, and DBOS's launch recovers that id's own pending runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Literal, Self
+
+import anyio
+import psycopg
+from anyio.abc import TaskGroup
+from psycopg.rows import dict_row
+
+from orchestrator.engine.settings import mask_url
+
+log = logging.getLogger(__name__)
+
+Recover = Callable[[Sequence[str]], Awaitable[Sequence[str]]]
+"""Re-enqueue the pending runs of these dead workers; returns the ids of the runs made runnable again."""
+
+WorkerState = Literal["running", "silent", "taken over", "stopped"]
+
+_QUERY_TIMEOUT_S = 10.0
+
+_SCHEMA = """
+CREATE SCHEMA IF NOT EXISTS loom_engine;
+CREATE TABLE IF NOT EXISTS loom_engine.workers (
+    id text PRIMARY KEY,
+    host text NOT NULL,
+    pid integer NOT NULL,
+    version text NOT NULL DEFAULT '',
+    started timestamptz NOT NULL,
+    beat timestamptz NOT NULL,
+    state text NOT NULL,
+    heartbeat_s double precision NOT NULL,
+    takeover_after_s double precision NOT NULL,
+    taken_over_by text,
+    taken_over_at timestamptz,
+    recovered integer
+);
+"""
+
+
+class PoolError(RuntimeError):
+    """The pool cannot be joined or read; the message says what happened and what to do."""
+
+
+class WorkerIdInUse(PoolError):
+    """Another live process is registered under this worker id."""
+
+
+class WorkerTakenOver(PoolError):
+    """This worker was silent long enough for another to take over its runs; it must stop driving them."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """One worker as ``loom workers`` shows it."""
+
+    id: str
+    host: str
+    pid: int
+    version: str
+    started: datetime
+    beat_age_s: float
+    """Seconds since its last heartbeat, by the database's clock."""
+    state: WorkerState
+    """``running``; ``silent`` (no beat for longer than its takeover delay, not yet taken over); ``taken over``
+    (another worker recovered its runs); ``stopped`` (it stopped cleanly)."""
+    taken_over_by: str | None
+    runs: int | None
+    """How many runs DBOS has it driving (pending workflows of its executor id); None before DBOS's tables exist."""
+
+
+async def connect(url: str) -> psycopg.AsyncConnection[Any]:
+    """An autocommit connection to the shared database, with the error in a person's terms if it cannot be had."""
+    try:
+        with anyio.fail_after(_QUERY_TIMEOUT_S):
+            return await psycopg.AsyncConnection.connect(url, autocommit=True, connect_timeout=int(_QUERY_TIMEOUT_S))
+    except (psycopg.Error, TimeoutError) as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise PoolError(
+            f"cannot reach the engine database {mask_url(url)}: {reason}; check that Postgres is running there "
+            'and that "engine.database" in $LOOM_HOME/config.json is right'
+        ) from None
+
+
+class WorkerPool:
+    """This process's membership of the pool, as an async context manager owning its heartbeat and supervisor tasks.
+
+    Entering registers ``worker_id`` (refusing an id a live process holds) and starts beating; the supervisor starts
+    at once, or when :meth:`start_supervising` is called if ``supervise`` is false (so DBOS can be launched after
+    the id is secured and before anything is recovered into it). Leaving marks the worker ``stopped``: a clean stop
+    leaves nothing to recover. ``version`` is the DBOS application version: a worker only takes over workers of its
+    own version, since DBOS recovers only its own version's runs.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        worker_id: str,
+        *,
+        heartbeat_s: float,
+        takeover_after_s: float,
+        recover: Recover,
+        version: str = "",
+        supervise: bool = True,
+    ) -> None:
+        self.url = url
+        self.worker_id = worker_id
+        self.heartbeat_s = heartbeat_s
+        self.takeover_after_s = takeover_after_s
+        self.version = version
+        self._recover = recover
+        self._supervise = anyio.Event()
+        if supervise:
+            self._supervise.set()
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._group: TaskGroup | None = None
+        self._last_beat = 0.0
+
+    def start_supervising(self) -> None:
+        """Begin taking over silent workers (when the pool was made with ``supervise=False``)."""
+        self._supervise.set()
+
+    async def __aenter__(self) -> Self:
+        self._conn = await connect(self.url)
+        try:
+            await self._create_table()
+            await self._register()
+        except BaseException:
+            await self._close()
+            raise
+        self._last_beat = time.monotonic()
+        self._group = anyio.create_task_group()
+        await self._group.__aenter__()
+        self._group.start_soon(self._beat_loop)
+        self._group.start_soon(self._supervise_loop)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        assert self._group is not None
+        self._group.cancel_scope.cancel()
+        try:
+            await self._group.__aexit__(exc_type, exc, tb)
+        except BaseExceptionGroup as group:
+            # The supervisor's own failure (taken over, no heartbeat) is the news: raise it as itself.
+            mine = group.subgroup(PoolError)
+            if (
+                mine is not None
+                and len(mine.exceptions) == 1
+                and not isinstance(mine.exceptions[0], BaseExceptionGroup)
+            ):
+                raise mine.exceptions[0] from None
+            raise
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._mark_stopped()
+                await self._close()
+        return None
+
+    async def _create_table(self) -> None:
+        found = await self._fetchone("SELECT to_regclass('loom_engine.workers') AS t")
+        if found is not None and found["t"] is not None:
+            return
+        conn = await self._connection()
+        try:
+            async with conn.transaction():
+                # Two workers starting on an empty database would otherwise race on CREATE ... IF NOT EXISTS.
+                await conn.execute("SELECT pg_advisory_xact_lock(hashtext('loom_engine.workers'))")
+                await conn.execute(_SCHEMA)
+        except psycopg.Error as exc:
+            raise PoolError(f"cannot create the table loom_engine.workers in {mask_url(self.url)}: {exc}") from None
+
+    async def _register(self) -> None:
+        row = await self._fetchone(
+            """
+            INSERT INTO loom_engine.workers AS w
+                (id, host, pid, version, started, beat, state, heartbeat_s, takeover_after_s)
+            VALUES (%(id)s, %(host)s, %(pid)s, %(version)s, now(), now(), 'running', %(beat)s, %(takeover)s)
+            ON CONFLICT (id) DO UPDATE SET
+                host = EXCLUDED.host, pid = EXCLUDED.pid, version = EXCLUDED.version, started = now(), beat = now(),
+                state = 'running', heartbeat_s = EXCLUDED.heartbeat_s, takeover_after_s = EXCLUDED.takeover_after_s,
+                taken_over_by = NULL, taken_over_at = NULL, recovered = NULL
+            WHERE w.state <> 'running' OR w.taken_over_by IS NOT NULL
+                OR w.beat < now() - make_interval(secs => w.takeover_after_s)
+            RETURNING id
+            """,
+            {
+                "id": self.worker_id,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "version": self.version,
+                "beat": self.heartbeat_s,
+                "takeover": self.takeover_after_s,
+            },
+        )
+        if row is not None:
+            return
+        holder = await self._fetchone(
+            "SELECT host, pid FROM loom_engine.workers WHERE id = %(id)s", {"id": self.worker_id}
+        )
+        where = f"on {holder['host']} (pid {holder['pid']})" if holder else "elsewhere"
+        raise WorkerIdInUse(f"a worker named {self.worker_id} is already running {where}; pick another --id")
+
+    async def _beat_loop(self) -> None:
+        while True:
+            await anyio.sleep(self.heartbeat_s)
+            try:
+                row = await self._fetchone(
+                    """
+                    UPDATE loom_engine.workers SET beat = now()
+                    WHERE id = %(id)s AND state = 'running' AND taken_over_by IS NULL
+                    RETURNING id
+                    """,
+                    {"id": self.worker_id},
+                )
+            except PoolError as exc:
+                silent = time.monotonic() - self._last_beat
+                if silent >= self.takeover_after_s:
+                    raise PoolError(
+                        f"worker {self.worker_id} could not record a heartbeat for {silent:.0f} s ({exc}); it stops "
+                        "so that the worker taking over its runs is the only one driving them"
+                    ) from None
+                log.warning("worker %s: heartbeat failed, retrying: %s", self.worker_id, exc)
+                continue
+            if row is None:
+                taker = await self._fetchone(
+                    "SELECT taken_over_by FROM loom_engine.workers WHERE id = %(id)s", {"id": self.worker_id}
+                )
+                by = taker["taken_over_by"] if taker and taker["taken_over_by"] else "another worker"
+                raise WorkerTakenOver(
+                    f"worker {self.worker_id} was silent for longer than {self.takeover_after_s:g} s and {by} took "
+                    "over its runs; it stops so that no run is driven twice (start it again to rejoin the pool)"
+                )
+            self._last_beat = time.monotonic()
+
+    async def _supervise_loop(self) -> None:
+        await self._supervise.wait()
+        while True:
+            try:
+                await self.take_over_silent()
+            except PoolError as exc:
+                log.warning("worker %s: could not check the other workers: %s", self.worker_id, exc)
+            await anyio.sleep(self.heartbeat_s)
+
+    async def take_over_silent(self) -> list[str]:
+        """Claim every silent worker of this version no one has claimed, and recover their runs; returns their ids.
+
+        The claim is one ``UPDATE`` per row under Postgres's row lock, so of several supervisors exactly one gets a
+        given worker. A recovery that fails releases the claim, so a later check (by any worker) tries again.
+        """
+        if time.monotonic() - self._last_beat >= self.takeover_after_s:
+            return []  # a worker that may itself be counted silent takes nothing over
+        rows = await self._query(
+            """
+            UPDATE loom_engine.workers SET taken_over_by = %(me)s, taken_over_at = now()
+            WHERE id <> %(me)s AND state = 'running' AND taken_over_by IS NULL AND version = %(version)s
+                AND beat < now() - make_interval(secs => %(after)s)
+            RETURNING id
+            """,
+            {"me": self.worker_id, "version": self.version, "after": self.takeover_after_s},
+        )
+        claimed = sorted(str(r["id"]) for r in rows)
+        for dead in claimed:
+            await self._recover_one(dead)
+        return claimed
+
+    async def _recover_one(self, dead: str) -> None:
+        try:
+            recovered = await self._recover([dead])
+        except Exception:
+            log.exception(
+                "worker %s: recovering the runs of silent worker %s failed; releasing it", self.worker_id, dead
+            )
+            await self._execute(
+                "UPDATE loom_engine.workers SET taken_over_by = NULL, taken_over_at = NULL "
+                "WHERE id = %(dead)s AND taken_over_by = %(me)s",
+                {"dead": dead, "me": self.worker_id},
+            )
+            return
+        log.warning("worker %s took over silent worker %s: %d run(s) re-enqueued", self.worker_id, dead, len(recovered))
+        await self._execute(
+            "UPDATE loom_engine.workers SET recovered = %(n)s WHERE id = %(dead)s AND taken_over_by = %(me)s",
+            {"n": len(recovered), "dead": dead, "me": self.worker_id},
+        )
+
+    async def _mark_stopped(self) -> None:
+        try:
+            await self._execute(
+                "UPDATE loom_engine.workers SET state = 'stopped', beat = now() "
+                "WHERE id = %(id)s AND pid = %(pid)s AND taken_over_by IS NULL",
+                {"id": self.worker_id, "pid": os.getpid()},
+            )
+        except PoolError as exc:
+            log.warning("worker %s: could not record its clean stop (it will be taken over): %s", self.worker_id, exc)
+
+    async def _connection(self) -> psycopg.AsyncConnection[Any]:
+        if self._conn is None or self._conn.closed or self._conn.broken:
+            await self._close()
+            self._conn = await connect(self.url)
+        return self._conn
+
+    async def _close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
+
+    async def _execute(self, sql: str, params: dict[str, object] | None = None) -> None:
+        await self._query(sql, params)
+
+    async def _fetchone(self, sql: str, params: dict[str, object] | None = None) -> dict[str, Any] | None:
+        rows = await self._query(sql, params)
+        return rows[0] if rows else None
+
+    async def _query(self, sql: str, params: dict[str, object] | None = None) -> list[dict[str, Any]]:
+        try:
+            conn = await self._connection()
+            with anyio.fail_after(_QUERY_TIMEOUT_S):
+                async with conn.cursor(row_factory=dict_row) as cur:
+                    await cur.execute(sql, params)
+                    return await cur.fetchall() if cur.description else []
+        except (psycopg.Error, TimeoutError) as exc:
+            await self._close()
+            raise PoolError(f"the engine database {mask_url(self.url)} failed: {exc}") from None
+
+
+async def list_workers(url: str) -> list[WorkerInfo]:
+    """Every worker the pool has seen, most recently started first (empty before any worker joined)."""
+    conn = await connect(url)
+    try:
+        with anyio.fail_after(_QUERY_TIMEOUT_S):
+            async with conn.cursor(row_factory=dict_row) as cur:
+                await cur.execute(
+                    "SELECT to_regclass('loom_engine.workers') AS workers, to_regclass('dbos.workflow_status') AS wf"
+                )
+                found = await cur.fetchone()
+                assert found is not None
+                if found["workers"] is None:
+                    return []
+                runs = (
+                    "(SELECT count(*) FROM dbos.workflow_status s WHERE s.executor_id = w.id AND s.status = 'PENDING')"
+                    if found["wf"] is not None
+                    else "NULL::bigint"
+                )
+                await cur.execute(
+                    f"""
+                    SELECT id, host, pid, version, started, taken_over_by, state,
+                        extract(epoch FROM now() - beat)::float8 AS age, takeover_after_s, {runs} AS runs
+                    FROM loom_engine.workers w ORDER BY started DESC, id
+                    """
+                )
+                rows = await cur.fetchall()
+    except (psycopg.Error, TimeoutError) as exc:
+        raise PoolError(f"cannot read the workers from {mask_url(url)}: {exc}") from None
+    finally:
+        await conn.close()
+    return [_info(row) for row in rows]
+
+
+def _info(row: dict[str, Any]) -> WorkerInfo:
+    state: WorkerState = "running"
+    if row["state"] == "stopped":
+        state = "stopped"
+    elif row["taken_over_by"] is not None:
+        state = "taken over"
+    elif row["age"] > row["takeover_after_s"]:
+        state = "silent"
+    return WorkerInfo(
+        id=row["id"],
+        host=row["host"],
+        pid=row["pid"],
+        version=row["version"],
+        started=row["started"],
+        beat_age_s=max(0.0, float(row["age"])),
+        state=state,
+        taken_over_by=row["taken_over_by"],
+        runs=None if row["runs"] is None else int(row["runs"]),
+    )
