@@ -20,6 +20,14 @@ without a round trip to the store. That tail is exact because every append of th
 the log, in ``seq`` order, one round at a time: it holds every event from its first ``seq`` to the newest, and
 it is dropped whenever that cannot be vouched for (a numbering gap, a failed append). Memory only says
 "nothing newer" while a run of this process is writing the session; otherwise the store is asked.
+
+Over a shared database, other processes write too (a worker runs the session's steps, the face serves it), and
+a feed (orchestrator/engine/feed.py) tells this log what they did: :meth:`EventLog.note_remote` when one stored
+events of a session (the tail held for it is brought up to date from the store, or dropped, and its readers
+woken), :meth:`EventLog.receive_live` for their live events, and :meth:`EventLog.note_remote_gap` when the feed
+may have missed some. The other way, :attr:`EventLog.live_sink` hands this process's live events to a publisher.
+While a feed is connected, what it reports keeps memory exact, so a tail it filled vouches for "nothing newer"
+as a local run's does.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
 import anyio
@@ -44,7 +52,7 @@ from orchestrator.events import (
     ToolCallFinished,
     ToolProgress,
 )
-from orchestrator.store.interface import Store
+from orchestrator.store.interface import Store, StoreError
 
 SUBSCRIBER_BUFFER = 10_000
 LIVE_ONLY = frozenset({"text_delta", "tool_call_delta", "tool_progress"})
@@ -53,6 +61,8 @@ TAIL_EVENTS = 128
 """Stored events kept in memory per session: a follower further behind reads the store."""
 IDLE_TAILS = 64
 """Tails kept for sessions without a run in progress (most recently written first); those with one are all kept."""
+REMOTE_FLOORS = 4096
+"""Sessions whose newest seq stored by another process is remembered without holding their events."""
 _ROUND_BATCHES = 256
 """Batches stored in one round at most: one store call's payload stays bounded however many sessions wait."""
 
@@ -130,8 +140,11 @@ class _Batch:
 class EventLog:
     """Durable append plus live publish for one runtime."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, live_sink: Callable[[Event], None] | None = None) -> None:
         self.store = store
+        self.live_sink = live_sink
+        """Also given every live event published here (not those received from other processes): a worker's
+        publisher, which must not block (see orchestrator/engine/feed.py)."""
         self._queue: list[_Batch] = []
         """Batches waiting for the next round (see :meth:`append`), oldest first."""
         self._flushing: anyio.Event | None = None
@@ -145,6 +158,10 @@ class EventLog:
         """Sessions whose tail is kept without a run in progress, least recently written first."""
         self._watches: dict[str, anyio.Event] = {}
         self._stored_watches: dict[str, anyio.Event] = {}
+        self._floors: OrderedDict[str, int] = OrderedDict()
+        """The newest seq another process stored, for sessions whose events are not held (least recent first)."""
+        self._lost: dict[str, tuple[str, int]] = {}
+        """The step in flight of a session whose live text was dropped at a gap in the feed (run id, step)."""
 
     async def append(self, *events: Event) -> None:
         """Store ``events`` in one batch, then publish them.
@@ -243,7 +260,16 @@ class EventLog:
         return list(itertools.islice(tail.events, start, start + limit))
 
     def publish_live(self, event: Event) -> None:
-        """Publish an event that is not stored (a text delta); deltas also extend the session's live step."""
+        """Publish an event that is not stored (a text delta); deltas also extend the session's live step.
+
+        The event also goes to :attr:`live_sink`, when there is one.
+        """
+        self.receive_live(event)
+        if self.live_sink is not None:
+            self.live_sink(event)
+
+    def receive_live(self, event: Event) -> None:
+        """Publish a live event another process published, as :meth:`publish_live` does, but to no sink."""
         if isinstance(event, TextDelta | ToolCallDelta):
             self._note_live(event)
         elif isinstance(event, ToolProgress):
@@ -261,9 +287,15 @@ class EventLog:
         return partial.snapshot() if partial is not None else None
 
     def last_seq(self, session_id: str) -> int | None:
-        """The newest seq stored through this log for a session with a run in progress, else None."""
+        """The newest seq stored through this log for a session with a run in progress, else None.
+
+        Or, for a session whose events this log does not hold, the newest another process stored, as the feed
+        reported it (:meth:`note_remote`).
+        """
         tail = self._tails.get(session_id)
-        return tail.newest if tail is not None and tail.active else None
+        if tail is None:
+            return self._floors.get(session_id)
+        return tail.newest if tail.active else None
 
     def newest_held(self, session_id: str) -> int | None:
         """The newest seq of the session this log holds in memory, with or without a run in progress; else None.
@@ -272,7 +304,7 @@ class EventLog:
         the value is then a floor, not the newest stored. Anything appended through this log later is newer.
         """
         tail = self._tails.get(session_id)
-        return tail.newest if tail is not None else None
+        return tail.newest if tail is not None else self._floors.get(session_id)
 
     def watch(self, session_id: str) -> anyio.Event:
         """An event set at the session's next change: a stored batch with its events, or one of its live deltas.
@@ -284,6 +316,77 @@ class EventLog:
             event = self._watches[session_id] = anyio.Event()
         return event
 
+    async def note_remote(self, session_id: str, last_seq: int) -> None:
+        """Another process stored events of the session, up to ``last_seq``: catch up, then wake its readers.
+
+        A report of nothing newer than memory holds (this process's own append, told back) changes nothing. Where
+        this log holds something of the session (its newest events, the step in flight), it reads what is new from
+        the store (at most :data:`TAIL_EVENTS`) and takes it as if appended here: the tail stays exact, and a
+        stored message ends the live text it holds. Otherwise, or if the read fails, it drops what it held, so
+        readers go to the store, and keeps only the newest seq. Only this session's readers are woken.
+        """
+        tail = self._tails.get(session_id)
+        held = tail.newest if tail is not None else self._floors.get(session_id)
+        if held is not None and last_seq <= held:
+            return
+        if tail is None and session_id not in self._partials and session_id not in self._progress:
+            self._floor(session_id, last_seq)
+            self._wake(session_id)
+            return
+        # Read before taking anything: what memory holds stays as it was until the read says what is new.
+        after = max(held or 0, last_seq - TAIL_EVENTS)
+        try:
+            events = await self.store.read_events(session_id, after_seq=after, limit=last_seq - after)
+        except StoreError:
+            events = []
+        tail = self._tails.get(session_id)  # this process may have appended during the read
+        newest = tail.newest if tail is not None else after
+        if max((e.seq or 0 for e in events), default=newest) < last_seq:
+            # Cannot be vouched for (the read failed): readers go to the store until the next append.
+            self._drop_tail(session_id)
+            self._lose_live(session_id)
+            self._floor(session_id, last_seq)
+            self._wake(session_id)
+            return
+        fresh = [e for e in events if e.seq is not None and e.seq > newest]
+        if fresh:
+            self._note_stored(fresh)
+        else:
+            self._wake(session_id)
+
+    def note_remote_gap(self) -> None:
+        """The feed may have missed reports (its connection dropped): forget what memory cannot vouch for.
+
+        Every tail and step in flight is dropped (the rest of a step whose text had a gap is not shown live: the
+        stored message will hold it whole), and every reader is woken to read the store.
+        """
+        for sid in list(self._partials):
+            self._lose_live(sid)
+        self._progress.clear()
+        self._tails.clear()
+        self._idle.clear()
+        self._floors.clear()
+        for sid in list(self._watches) + list(self._stored_watches):
+            self._wake(sid)
+
+    def _lose_live(self, session_id: str) -> None:
+        partial = self._partials.pop(session_id, None)
+        if partial is not None:
+            self._lost[session_id] = (partial.run_id, partial.step)
+        self._progress.pop(session_id, None)
+
+    def _floor(self, session_id: str, seq: int) -> None:
+        self._floors[session_id] = seq
+        self._floors.move_to_end(session_id)
+        while len(self._floors) > REMOTE_FLOORS:
+            self._floors.popitem(last=False)
+
+    def _wake(self, session_id: str) -> None:
+        self._notify(session_id)
+        stored = self._stored_watches.pop(session_id, None)
+        if stored is not None:
+            stored.set()
+
     def _note_stored(self, events: Sequence[Event]) -> None:
         touched: dict[str, None] = {}
         for event in events:
@@ -292,7 +395,13 @@ class EventLog:
             self._hold(event)
             partial = self._partials.get(sid)
             ends = isinstance(event, AssistantMessage | ModelRetry | RunFinished)
-            if partial is not None and ends and getattr(event, "run_id", None) == partial.run_id:
+            # An earlier step's message (read from the store by note_remote) does not end this one's text.
+            if (
+                partial is not None
+                and ends
+                and getattr(event, "run_id", None) == partial.run_id
+                and getattr(event, "step", partial.step) >= partial.step
+            ):
                 del self._partials[sid]  # the stored message holds the text now, or the attempt is over
             reports = self._progress.get(sid)
             if reports and isinstance(event, ToolCallFinished | RunFinished):  # the call (or its run) is over
@@ -302,10 +411,7 @@ class EventLog:
                 if not reports:
                     del self._progress[sid]
         for sid in touched:
-            self._notify(sid)
-            stored = self._stored_watches.pop(sid, None)
-            if stored is not None:
-                stored.set()
+            self._wake(sid)
 
     def _hold(self, event: Event) -> None:
         sid = event.session_id
@@ -315,10 +421,14 @@ class EventLog:
         tail = self._tails.get(sid)
         if tail is None:
             tail = self._tails[sid] = _Tail(base=event.seq - 1)
+            if self._floors:
+                self._floors.pop(sid, None)
         tail.add(event, event.seq)
         if isinstance(event, RunFinished):
             # Only a run in progress streams, and only while it writes does this process know the newest seq.
             tail.active = False
+            if self._lost:
+                self._lost.pop(sid, None)
             self._idle[sid] = None
             self._idle.move_to_end(sid)
             while len(self._idle) > IDLE_TAILS:
@@ -336,6 +446,9 @@ class EventLog:
         sid = event.session_id
         partial = self._partials.get(sid)
         if partial is None or (partial.run_id, partial.step) != (event.run_id, event.step):
+            if self._lost and self._lost.pop(sid, None) == (event.run_id, event.step):
+                self._lost[sid] = (event.run_id, event.step)  # its beginning was missed: not shown live
+                return
             partial = self._partials[sid] = _Partial(event.run_id, event.step, self.last_seq(sid) or 0)
         if isinstance(event, TextDelta):
             partial.text += event.text
