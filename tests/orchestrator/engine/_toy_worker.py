@@ -4,7 +4,8 @@
 until the test SIGKILLs this process while step two waits for ``--block`` to disappear. ``recover``: launch as
 another executor, call :func:`orchestrator.engine.dbos_private.recover_executors` on ``--dead``, print the ids it
 returned (one JSON line), then wait for ``--workflow`` to finish, print its result, and recover again. ``pool``: join a
-:class:`~orchestrator.engine.pool.WorkerPool` (whose supervisor recovers dead workers) and serve until killed;
+:class:`~orchestrator.engine.pool.WorkerPool` (whose supervisor recovers dead workers), log ``ready`` and serve until
+killed;
 with ``--workflow`` it also enqueues that workflow first. ``beat``: a pool member without DBOS, which only beats
 (and prints the pool's error if it finds itself taken over). Every step appends ``STEP WORKFLOW EXECUTOR TIME`` to
 ``--log``, which is how the test counts executions.
@@ -26,8 +27,8 @@ QUEUE = "toy-runs"
 _args: argparse.Namespace
 
 
-def _log(step: str) -> None:
-    workflow = DBOS.workflow_id or "?"
+def _log(step: str, workflow: str | None = None) -> None:
+    workflow = workflow or DBOS.workflow_id or "?"
     with open(_args.log, "a", encoding="utf-8") as f:
         f.write(f"{step} {workflow} {_args.executor} {time.time():.6f}\n")
 
@@ -118,7 +119,7 @@ async def _pool() -> None:
         await anyio.to_thread.run_sync(_launch)
         await _enqueue()
         pool.start_supervising()
-        print(json.dumps({"ready": True}), flush=True)
+        _log("ready", "-")
         await anyio.sleep_forever()
 
 

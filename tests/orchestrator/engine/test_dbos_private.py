@@ -128,3 +128,38 @@ def test_a_dead_executors_workflow_is_finished_by_another_without_rerunning_its_
             conn.execute("SELECT workflow_uuid, status || ' ' || executor_id FROM dbos.workflow_status").fetchall()
         )
     assert rows == {"wf-mine": "SUCCESS alive", "wf-other-version": "PENDING dead"}
+
+
+def test_a_pool_member_takes_over_a_killed_members_run_through_the_wrapper(
+    fresh_database: str, tmp_path: Path, executors: list[subprocess.Popen[bytes]]
+) -> None:
+    (tmp_path / "block").touch()
+    timings = ["--heartbeat", "0.2", "--takeover", "1"]
+    for worker, workflow in (("w-dies", "wf-run"), ("w-lives", "")):
+        executors.append(
+            subprocess.Popen(
+                toy("pool", fresh_database, tmp_path, "--executor", worker, "--workflow", workflow, *timings),
+                env=toy_env(),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        if workflow:  # the run must be the first worker's before the second joins
+            wait_for(lambda: ("second", "wf-run", "w-dies") in steps(tmp_path), "the first worker's second step")
+    wait_for(lambda: ("ready", "-", "w-lives") in steps(tmp_path), "the second worker to supervise")
+    executors[0].send_signal(signal.SIGKILL)
+    killed = time.time()
+    (tmp_path / "block").unlink()
+    wait_for(lambda: ("second", "wf-run", "w-lives") in steps(tmp_path), "the live worker's second step")
+    resumed = next(
+        float(line.split()[3])
+        for line in (tmp_path / "log").read_text().splitlines()
+        if line.startswith("second wf-run w-lives")
+    )
+    print(f"kill -> the other worker's next step: {resumed - killed:.2f} s (heartbeat 0.2 s, takeover after 1 s)")
+    assert [s for s in steps(tmp_path) if s[0] == "first"] == [("first", "wf-run", "w-dies")]
+    with psycopg.connect(fresh_database) as conn:
+        wait_for(
+            lambda: conn.execute("SELECT status FROM dbos.workflow_status").fetchall() == [("SUCCESS",)],
+            "the run to finish",
+        )
