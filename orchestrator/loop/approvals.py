@@ -16,7 +16,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio
 
@@ -95,6 +95,23 @@ class PendingApproval:
     done: anyio.Event = field(default_factory=anyio.Event)
 
 
+class ApprovalWaiter(Protocol):
+    """Where a run waits for its approvals when a durable engine, not this process, carries the wait.
+
+    The embedded default (no waiter) waits on an in-memory event that :meth:`Approvals.decide` sets. The DBOS
+    engine's waiter (:mod:`orchestrator.engine.waits`) receives the decision as a durable message, so that a run
+    whose worker died waits on in another worker, and names approvals so that a replay asks for the same one.
+    """
+
+    def approval_id(self, run_id: str, call_id: str, kind: ApprovalKind) -> str:
+        """The id of a new approval request (the same on every replay of the run)."""
+        ...
+
+    async def wait(self, pending: PendingApproval) -> tuple[Decision, str, str]:
+        """Wait for the first decision on ``pending``: ``(decision, reason, decided_by)``."""
+        ...
+
+
 class Approvals:
     """The approvals of one session, and the bounds its calls are decided by.
 
@@ -110,6 +127,8 @@ class Approvals:
         self.allowed_tools: set[str] = set()
         """Tools approved for the rest of the session."""
         self.pending: dict[str, PendingApproval] = {}
+        self.waiter: ApprovalWaiter | None = None
+        """Set by a durable engine for the runs it carries (None: decisions come through :meth:`decide`)."""
 
     @classmethod
     def top_level(
@@ -173,7 +192,8 @@ class Approvals:
         Returns:
             ``(allowed, message)``; the message is what the model is told when it is denied.
         """
-        approval_id = f"ap_{uuid.uuid4().hex[:12]}"
+        waiter = self.waiter
+        approval_id = waiter.approval_id(run_id, call_id, kind) if waiter else f"ap_{uuid.uuid4().hex[:12]}"
         pending = PendingApproval(approval_id, self.session_id, run_id, call_id, tool, arguments, reason, kind)
         self.pending[approval_id] = pending
         try:
@@ -189,7 +209,23 @@ class Approvals:
                     kind=kind,
                 )
             )
-            await pending.done.wait()
+            if waiter is None:
+                await pending.done.wait()
+            else:
+                decision, reason, decided_by = await waiter.wait(pending)
+                pending.decision, pending.decision_reason, pending.decided_by = decision, reason, decided_by
+                if decision == "approve_session":
+                    self.allowed_tools.add(session_key(tool, arguments))
+                await self.log.append(
+                    ApprovalDecided(
+                        session_id=self.session_id,
+                        run_id=run_id,
+                        approval_id=approval_id,
+                        decision=decision,
+                        reason=reason,
+                        decided_by=decided_by,
+                    )
+                )
         finally:
             self.pending.pop(approval_id, None)
         if pending.decision == "deny":

@@ -214,6 +214,10 @@ async def ask_calls(
         else:
             denied.append((use, ToolOutcome(message, True, "denied")))
 
+    if not ctx.steps.concurrent:  # asked one after the other, so that a replay asks in the same order
+        for use, reason in to_ask:
+            await one(use, reason)
+        return allowed, denied
     async with anyio.create_task_group() as tg:
         for use, reason in to_ask:
             tg.start_soon(one, use, reason)
@@ -234,6 +238,9 @@ async def run_tools(
 
     if len(approved) == 1:
         await one(approved[0])  # the common case needs no task group
+    elif not ctx.steps.concurrent:
+        for use in approved:
+            await one(use)
     else:
         async with anyio.create_task_group() as tg:
             for use in approved:

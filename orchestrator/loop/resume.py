@@ -176,7 +176,7 @@ async def resume_loop(ctx: RunContext, point: ResumePoint, *, headless: bool) ->
     ctx.step = point.after_step
     point = replace(point, uses=point.as_started())
     unfinished = point.unfinished()
-    rerun = [u for u in unfinished if _harmless(ctx, u)]
+    rerun = [u for u in unfinished if harmless(ctx, u)]
     review = [u for u in unfinished if u not in rerun]
     unstarted = point.unstarted()
     reused = [u for u in point.uses if u.id in point.finished]
@@ -212,8 +212,8 @@ async def resume_loop(ctx: RunContext, point: ResumePoint, *, headless: bool) ->
 
     async def ask(kind: str) -> None:
         if kind == "review":
-            ok, skipped = await ask_calls(ctx, [(u, REVIEW_REASON) for u in review], "review")
-            denied.extend((u, ToolOutcome(_skipped(o.content), True, "denied")) for u, o in skipped)
+            ok, passed_over = await ask_calls(ctx, [(u, REVIEW_REASON) for u in review], "review")
+            denied.extend((u, ToolOutcome(skipped(o.content), True, "denied")) for u, o in passed_over)
         else:
             ok, refusals = await ask_calls(ctx, to_ask)
             denied.extend(refusals)
@@ -221,11 +221,15 @@ async def resume_loop(ctx: RunContext, point: ResumePoint, *, headless: bool) ->
 
     if refused:
         await ctx.log.append(*(finished_event(ctx, u, o, 0.0) for u, o in refused))
-    async with anyio.create_task_group() as tg:
-        if review:
-            tg.start_soon(ask, "review")
-        if to_ask:
-            tg.start_soon(ask, "policy")
+    if not ctx.steps.concurrent:  # see Steps.concurrent
+        for kind in ("review",) * bool(review) + ("policy",) * bool(to_ask):
+            await ask(kind)
+    else:
+        async with anyio.create_task_group() as tg:
+            if review:
+                tg.start_soon(ask, "review")
+            if to_ask:
+                tg.start_soon(ask, "policy")
     to_run = [u for u in point.uses if u in rerun or u in approved or u in allowed]
     if to_run or denied:
         await ctx.log.append(
@@ -281,12 +285,14 @@ def needs_review_reason(review: Sequence[ToolUseBlock]) -> str:
     )
 
 
-def _harmless(ctx: RunContext, use: ToolUseBlock) -> bool:
+def harmless(ctx: RunContext, use: ToolUseBlock) -> bool:
+    """Whether a call that may have run already may simply run again (its tool is read-only or idempotent)."""
     tool = ctx.hub.tool(use.name)
     return tool is not None and may_retry(tool.annotations)
 
 
-def _skipped(denial: str) -> str:
+def skipped(denial: str) -> str:
+    """What the model is told of a call in doubt that its reviewer chose not to run again."""
     return (
         "not run again: this call was in progress when Loom was interrupted and may already have taken effect; "
         f"the reviewer chose to skip it ({denial})"

@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 class Steps(Protocol):
     """Where the loop's effects happen."""
 
+    concurrent: bool
+    """Whether the calls (and approvals) of one step may be in flight together. A durable engine that numbers its
+    steps in the order they are asked for needs them one after the other, so that a replay asks in the same order."""
+
     async def model(self, ctx: RunContext, tools: Sequence[ToolSpec]) -> tuple[ModelResponse, float]:
         """One model call on ``ctx.history``; returns the response and how long it took (ms).
 
@@ -56,6 +60,8 @@ class Steps(Protocol):
 
 class EmbeddedSteps:
     """Steps in this process, journalled in Loom's own event log."""
+
+    concurrent = True
 
     async def model(self, ctx: RunContext, tools: Sequence[ToolSpec]) -> tuple[ModelResponse, float]:
         """See :meth:`Steps.model`; the text and tool arguments are streamed to live subscribers as they come.

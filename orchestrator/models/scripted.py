@@ -72,6 +72,9 @@ class Script(BaseModel):
     turns: list[ScriptedTurn]
     summaries: list[ScriptedTurn] = Field(default_factory=list)
     """Answers to compaction requests, in order; past the end the model writes a summary itself."""
+    by_history: bool = False
+    """Answer turn *n* when the conversation sent holds *n* assistant messages, instead of counting calls: the
+    script answers the same in any process, after any restart, as a real model would (crash tests of workers)."""
 
 
 class ScriptedModel:
@@ -143,6 +146,8 @@ class ScriptedModel:
             return
         index = self._next
         self._next += 1
+        if self._script.by_history:
+            index = sum(1 for message in request.messages if message.role == "assistant")
         if index >= len(self._script.turns):
             turn = ScriptedTurn(text="(The script has no more turns.)")
         else:

@@ -27,6 +27,10 @@ _THIS: tuple[int, str] | None = None
 """This process's owner id, with the pid it was made for (a forked child makes its own)."""
 
 
+WORKER_OWNER = "worker:"
+"""The owner prefix of a run the DBOS engine carries: ``worker:ID`` once a worker holds it, ``worker:`` while queued."""
+
+
 def this_process() -> str:
     """The owner id of the current process (read from procfs once: every run records it, and it never changes)."""
     global _THIS
@@ -38,7 +42,14 @@ def this_process() -> str:
 
 
 def owner_alive(owner: str) -> bool:
-    """Whether the process named by ``owner`` still runs (an empty or malformed owner is not alive)."""
+    """Whether the process named by ``owner`` still runs (an empty or malformed owner is not alive).
+
+    A run of the DBOS engine (owner ``worker:ID``) counts as alive wherever this is asked: whether its worker
+    lives is the pool's business (:mod:`orchestrator.engine.pool`), which hands its runs to another worker, and no
+    process may mark it interrupted for having no local pid.
+    """
+    if owner.startswith(WORKER_OWNER):
+        return True
     pid_text, _, start = owner.partition(":")
     if not pid_text.isdigit():
         return False

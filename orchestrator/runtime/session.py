@@ -46,7 +46,7 @@ from orchestrator.loop.advisor import Advisor
 from orchestrator.loop.approvals import Approvals
 from orchestrator.loop.loop import LoopResult, RunContext, run_loop
 from orchestrator.loop.resume import RESUMABLE, ResumeError, find_resume_point, resume_loop
-from orchestrator.loop.steps import complete
+from orchestrator.loop.steps import EmbeddedSteps, Steps, complete
 from orchestrator.messages import Message, TextBlock
 from orchestrator.models.base import Model, ModelError, ToolSpec
 from orchestrator.models.profiles import ModelProfile, ProfileSettings, profile_for
@@ -142,6 +142,10 @@ class Session:
         """The history in memory may differ from what the store rebuilds (a run ended mid-step): rebuild it first."""
         self.hooks: SessionHooks | None = None
         """The session's hooks (set by the runtime when a hooks file has any; None costs nothing)."""
+        self.steps: Steps | None = None
+        """Where its runs' model and tool calls happen; None: in this process (a DBOS worker sets its own)."""
+        self.owner: Callable[[], str] = this_process
+        """Who is recorded as driving its runs (a DBOS worker records ``worker:ID``)."""
 
     @property
     def busy(self) -> bool:
@@ -170,7 +174,7 @@ class Session:
             prompted = self.hooks is not None and self.hooks.has("UserPromptSubmit")
             await self.log.append(
                 RunStarted(
-                    session_id=self.id, run_id=run_id, model=self.model.name, max_steps=max_steps, owner=this_process()
+                    session_id=self.id, run_id=run_id, model=self.model.name, max_steps=max_steps, owner=self.owner()
                 ),
                 *([] if prompted else [UserMessage(session_id=self.id, run_id=run_id, text=text)]),
             )
@@ -265,6 +269,7 @@ class Session:
             advisor=self.advisor,
             loop=self.loop,
             hooks=self.hooks,
+            steps=self.steps or EmbeddedSteps(),
         )
 
     def _profile(self, model: Model) -> ModelProfile:

@@ -1,0 +1,221 @@
+"""A worker of the DBOS engine: ``loom worker`` takes runs from the shared queue and drives them.
+
+The worker opens a runtime over the shared store (the same servers, policy and config as any Loom process), launches
+DBOS in this event loop's thread (so DBOS runs the workflows on this loop, beside the sessions' servers), and
+serves ``loom_run`` (:mod:`orchestrator.engine.workflow`) through :class:`Worker`. Its heartbeat and the supervision
+of the other workers (whose runs it takes over when they die) are :mod:`orchestrator.engine.pool`'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from dbos import DBOS
+from dbos._error import DBOSWorkflowCancelledError
+
+from orchestrator.context.history import rebuild_history
+from orchestrator.engine.dbos_steps import DBOSSteps, NeedsReview
+from orchestrator.engine.journal import JournalledEventLog, ReplayDiverged, RunJournal, journalling
+from orchestrator.engine.waits import DurableWaiter
+from orchestrator.engine.workflow import QUEUE, QUEUE_POLL_S, dbos_config, serve_runs
+from orchestrator.events import Event, Notice, RunFinished, RunStarted, event_run_id
+from orchestrator.loop.approvals import approved_for_session
+from orchestrator.loop.resume import needs_review_reason
+from orchestrator.runtime.owner import WORKER_OWNER
+
+if TYPE_CHECKING:
+    from orchestrator.config import LoomConfig
+    from orchestrator.engine.settings import EngineSettings
+    from orchestrator.runtime.host import SessionHost
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class Held:
+    """A run this worker is executing right now."""
+
+    run_id: str
+    session_id: str
+    journal: RunJournal
+
+
+class Worker:
+    """One worker process's side of the ``loom_run`` workflow."""
+
+    def __init__(self, host: SessionHost, worker_id: str) -> None:
+        self.host = host
+        self.worker_id = worker_id
+        self.held: dict[str, Held] = {}
+        """The runs being executed here, by id (what the pool reports, and what a test watches)."""
+        self.finished: list[tuple[str, RunJournal]] = []
+        """The executions this worker completed (run id and its journal): how many steps replayed, which ran."""
+
+    @property
+    def owner(self) -> str:
+        """What a run records as its driver while this worker holds it."""
+        return f"{WORKER_OWNER}{self.worker_id}"
+
+    async def execute(self, run_id: str, session_id: str, text: str, max_steps: int) -> dict[str, Any]:
+        """Run ``run_id`` of ``session_id`` to its end, or replay its recorded steps and go on where they stop."""
+        log = self.host.runtime.log
+        session = await self.host.session(session_id)
+        events = await log.store.read_events(session_id)
+        mine = [e for e in events if event_run_id(e) == run_id]
+        ended = next((e for e in mine if isinstance(e, RunFinished)), None)
+        if ended is not None:  # its end is on record: a duplicate execution has nothing left to do
+            return {"status": ended.status, "reason": ended.reason, "final_text": ended.final_text}
+        recovering = any(isinstance(e, RunStarted) for e in mine)
+        before = _before(events, run_id)
+        journal = RunJournal(run_id, session_id, recovering)
+        # The session as it stood when the run began, whatever this process last saw of it: another worker may
+        # have run its later runs, and a replay must start where the first execution started.
+        session.history[:] = rebuild_history(before)
+        session.approvals.allowed_tools = approved_for_session(before)
+        session.approvals.waiter = DurableWaiter()
+        session.steps = DBOSSteps(headless=session.approvals.headless)
+        session.owner = lambda: self.owner
+        self.held[run_id] = Held(run_id, session_id, journal)
+        try:
+            if recovering:
+                await self._taken_over(session_id, run_id)
+            stopped: tuple[str, str] | None = None
+            try:
+                with journalling(journal):
+                    result = await session.run(text, max_steps=max_steps, run_id=run_id)
+            except* ReplayDiverged as group:
+                stopped = ("failed", str(group.exceptions[0]))
+            except* NeedsReview as group:
+                first = group.exceptions[0]
+                assert isinstance(first, NeedsReview)
+                stopped = ("needs_review", needs_review_reason([first.use]))
+            except* DBOSWorkflowCancelledError:
+                stopped = ("cancelled", "cancelled")
+            if stopped is not None:
+                return await self._end(session_id, run_id, *stopped)
+            self.finished.append((run_id, journal))
+            return {"status": result.status, "reason": result.reason, "final_text": result.final_text}
+        finally:
+            self.held.pop(run_id, None)
+
+    async def _taken_over(self, session_id: str, run_id: str) -> None:
+        log = self.host.runtime.log
+        assert isinstance(log, JournalledEventLog)
+        text = (
+            f"worker {self.worker_id} took over run {run_id}: the worker that held it stopped; the steps it had "
+            "finished are not run again"
+        )
+        await log.append_now(Notice(session_id=session_id, run_id=run_id, text=text))
+
+    async def _end(self, session_id: str, run_id: str, status: str, reason: str) -> dict[str, Any]:
+        # Outside the journal: the run's end after a divergence, a review nobody can give, or a cancel is this
+        # execution's own record, and the journal cannot take another step.
+        log = self.host.runtime.log
+        assert isinstance(log, JournalledEventLog)
+        session = self.host.sessions.get(session_id)
+        if session is not None:
+            session.history[:] = []  # rebuilt from the store by the next execution, as every execution does
+        ended = RunFinished(session_id=session_id, run_id=run_id, status=status, reason=reason, final_text="", steps=0)
+        with anyio.CancelScope(shield=True):
+            await log.append_now(ended)
+        return {"status": status, "reason": reason, "final_text": ""}
+
+
+def _before(events: list[Event], run_id: str) -> list[Event]:
+    """The session's events before ``run_id``'s first (its ``run_queued`` or ``run_started``)."""
+    for i, event in enumerate(events):
+        if event_run_id(event) == run_id:
+            return events[:i]
+    return events
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    settings: EngineSettings,
+    home: Path,
+    config: LoomConfig,
+    *,
+    worker_id: str,
+    concurrency: int | None = None,
+    store_location: Path | str | None = None,
+) -> AsyncIterator[Worker]:
+    """A worker over the shared store, taking runs from the queue while the context is open.
+
+    ``store_location`` overrides where the store is (by default the engine's database).
+    """
+    from orchestrator.runtime.host import SessionHost
+    from orchestrator.runtime.runtime import Runtime
+    from orchestrator.store.checkpoints import CheckpointStore
+
+    location: Any = store_location if store_location is not None else settings.database
+    async with CheckpointStore(location) as store:
+        runtime = Runtime(
+            JournalledEventLog(store),
+            home=home,
+            servers=config.servers,
+            tool_timeouts=config.tool_timeouts_s,
+            shell=config.shell,
+            profiles=config.profiles,
+            warnings=config.ignored,
+            model=config.model,
+            advisor=config.advisor,
+            loop=config.loop,
+        )
+        async with SessionHost(runtime, limits=config.sessions) as host:
+            worker = Worker(host, worker_id)
+            serve_runs(worker)
+            DBOS(config=dbos_config(settings, executor_id=worker_id))
+            try:
+                # In this thread, on purpose: DBOS runs the queue's workflows on the loop that launched it. It
+                # blocks while it connects and migrates its tables, once, before this worker takes any run.
+                DBOS.launch()
+                await DBOS.register_queue_async(
+                    QUEUE,
+                    worker_concurrency=concurrency or settings.concurrency,
+                    partition_concurrency=1,
+                    polling_interval_sec=QUEUE_POLL_S,
+                )
+                yield worker
+            finally:
+                serve_runs(None)
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(_destroy)
+
+
+def _destroy() -> None:
+    DBOS.destroy(destroy_registry=False)
+
+
+async def run_worker(
+    config: LoomConfig,
+    home: Path,
+    *,
+    worker_id: str,
+    concurrency: int | None = None,
+    ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve runs until cancelled (``loom worker``); ``ready`` is told one line once the worker takes runs.
+
+    Raises:
+        ValueError: the config's engine is not the dbos engine.
+    """
+    settings = config.engine
+    if settings is None or not settings.distributed:
+        raise ValueError(
+            'loom worker needs the dbos engine: set "engine": {"kind": "dbos", "database": "postgresql://…"} '
+            "in $LOOM_HOME/config.json"
+        )
+    async with serving(settings, home, config, worker_id=worker_id, concurrency=concurrency) as worker:
+        limit = concurrency or settings.concurrency
+        if ready is not None:
+            ready(
+                f"loom worker {worker.worker_id}: joined the pool on {settings.shown_database}, "
+                f"up to {limit} runs at a time"
+            )
+        await anyio.sleep_forever()
