@@ -192,6 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     from clients.cli.servers import add_parsers as add_servers  # standard library only, like this module
 
     add_servers(sub)
+    from clients.cli.worker import add_parsers as add_worker  # standard library only, like this module
+
+    add_worker(sub)
     runs = sub.add_parser("runs", help="list recent runs")
     runs.add_argument("--limit", type=_positive_int, default=20, metavar="N", help="show at most N runs (default 20)")
     review = sub.add_parser(
@@ -262,6 +265,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from clients.cli import servers as listing
 
         return listing.servers(args) if args.command == "servers" else listing.models(args)
+    if args.command in ("worker", "workers"):
+        from clients.cli import worker as pool
+
+        return pool.worker(args) if args.command == "worker" else pool.workers(args)
     if args.command == "trust":
         from clients.cli.trust import trust_command
 

@@ -64,6 +64,10 @@ class PoolError(RuntimeError):
     """The pool cannot be joined or read; the message says what happened and what to do."""
 
 
+class PoolUnreachable(PoolError):
+    """The shared database cannot be connected to (a wrong URL, Postgres down)."""
+
+
 class WorkerIdInUse(PoolError):
     """Another live process is registered under this worker id."""
 
@@ -98,7 +102,7 @@ async def connect(url: str) -> psycopg.AsyncConnection[Any]:
             return await psycopg.AsyncConnection.connect(url, autocommit=True, connect_timeout=int(_QUERY_TIMEOUT_S))
     except (psycopg.Error, TimeoutError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise PoolError(
+        raise PoolUnreachable(
             f"cannot reach the engine database {mask_url(url)}: {reason}; check that Postgres is running there "
             'and that "engine.database" in $LOOM_HOME/config.json is right'
         ) from None

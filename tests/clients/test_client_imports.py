@@ -47,6 +47,13 @@ ALLOWED: dict[str, frozenset[str] | None] = {
     # How a session is shown to a person (its status words, a title made safe for a terminal), shared by the face,
     # the peek and the clients that print titles; standard library only.
     "orchestrator.store.session_view": frozenset({"MAX_TITLE_CHARS", "NEEDS_YOU", "clean_title"}),
+    # `loom worker` runs the engine in-process (as `loom serve` runs the daemon); `loom workers` reads the pool.
+    "orchestrator.engine.worker": frozenset({"run_worker"}),
+    "orchestrator.engine.pool": frozenset(
+        {"PoolError", "PoolUnreachable", "WorkerIdInUse", "WorkerInfo", "list_workers"}
+    ),
+    "orchestrator.engine.settings": frozenset({"default_worker_id"}),
+    "orchestrator.store.interface": frozenset({"StoreError"}),  # how `loom worker` tells a store failure apart
     # Loom's version, as every Loom server and client declares it.
     "servers._version": None,
     # The stdio transport Loom's servers and `loom mcp` share (the wire waited on by the event loop).
