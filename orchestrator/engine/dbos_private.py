@@ -19,6 +19,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dbos import DBOS
+from dbos._error import DBOSWorkflowCancelledError
+
+WorkflowCancelled = DBOSWorkflowCancelledError
+"""What a cancelled workflow's code sees (DBOS exports it from a private module only; a rename fails this import)."""
+
+__all__ = ["DBOSPrivateAPIChanged", "WorkflowCancelled", "recover_executors"]
 
 
 class DBOSPrivateAPIChanged(RuntimeError):
