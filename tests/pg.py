@@ -17,6 +17,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -48,6 +49,21 @@ def postgres_bin_dir() -> Path | None:
     return None
 
 
+_WATCHDOG = """
+import os, shutil, subprocess, sys, time
+pid, root, stop = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
+while True:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        break
+    time.sleep(0.5)
+subprocess.run(stop, cwd=root, capture_output=True, timeout=60, check=False)
+shutil.rmtree(root, ignore_errors=True)
+"""
+"""Stops the cluster and removes its directory once the pytest process is gone without its teardown (killed)."""
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -73,6 +89,7 @@ class _Cluster:
             self.as_user = ["runuser", "-u", "postgres", "--"]
         os.chmod(self.root, 0o700)
         self.port = 0
+        self._watchdog: subprocess.Popen[bytes] | None = None
 
     def _run(self, *args: str) -> None:
         done = subprocess.run(
@@ -84,6 +101,14 @@ class _Cluster:
             raise RuntimeError(f"{args[0]} failed ({done.returncode}): {done.stdout}{done.stderr}{tail}")
 
     def start(self) -> None:
+        # A session of its own: a timeout that kills pytest's process group leaves the watchdog to clean up.
+        self._watchdog = subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, str(os.getpid()), str(self.root), *self._stop_command()],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         self._run(
             str(self.bin_dir / "initdb"),
             "-D",
@@ -123,14 +148,20 @@ class _Cluster:
                     "-o",
                     options,
                 )
-                return
+                break
             except RuntimeError:
                 if attempt == 4:
                     raise
 
+    def _stop_command(self) -> list[str]:
+        return [*self.as_user, str(self.bin_dir / "pg_ctl"), "stop", "-m", "immediate", "-D", str(self.data)]
+
     def stop(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.kill()
+            self._watchdog.wait()
         with contextlib.suppress(Exception):
-            self._run(str(self.bin_dir / "pg_ctl"), "stop", "-m", "immediate", "-D", str(self.data))
+            subprocess.run(self._stop_command(), cwd=self.root, capture_output=True, timeout=60, check=False)
         shutil.rmtree(self.root, ignore_errors=True)
 
     @property

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import Any
 
 import anyio
@@ -41,9 +41,20 @@ OPERATION_TIMEOUT_S = 30.0
 
 CONNECT_TIMEOUT_S = 10
 _ROWS_PER_INSERT = 500
-"""Postgres binds at most 65,535 parameters per statement; 7 per row keeps far below."""
+"""Postgres binds at most 65,535 parameters per statement; 8 per row keeps far below."""
 
 Conn = psycopg.AsyncConnection[tuple[Any, ...]]
+
+# An event's seq is its session's last seq after this append (the counter row, updated and locked earlier in the
+# same transaction) less the session's count in the batch plus its position there (k of n).
+_ROW = "(%s::text,%s::bigint,%s::bigint,%s::text,%s::text,%s::float8,%s::text,%s::text)"
+_INSERT_EVENTS = (
+    "INSERT INTO events (session_id, seq, run_id, type, ts, body, call_id) "
+    "SELECT v.sid, s.last_seq - v.n + v.k, v.run_id, v.type, v.ts, v.head || (s.last_seq - v.n + v.k) || '}', "
+    "v.call_id FROM (VALUES <values>) AS v(sid, k, n, run_id, type, ts, head, call_id) "
+    "JOIN seqs s ON s.session_id = v.sid"
+)
+_NOTIFY = "SELECT pg_notify(%s, session_id || ':' || last_seq) FROM seqs WHERE session_id = ANY(%s) ORDER BY session_id"
 
 
 def pyformat(sql: str) -> str:
@@ -145,9 +156,14 @@ class PostgresDatabase:
                     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
                         await self._drop(conn)  # left mid-transaction or broken: the next operation reconnects
                     raise DatabaseError(describe_pg(action, self._url, exc)) from exc
+                except UnicodeEncodeError as exc:  # a lone surrogate in a parameter: refused before it was sent
+                    raise DatabaseError(describe_pg(action, self._url, exc)) from exc
                 except TimeoutError as exc:
                     await self._drop(conn)
-                    raise DatabaseError(describe_pg(action, self._url, exc)) from exc
+                    raise DatabaseError(
+                        f"{action} the Loom database at {self.path}: no answer within {OPERATION_TIMEOUT_S:.0f} s "
+                        "(is the Postgres server overloaded or unreachable? Check it and try again)"
+                    ) from exc
 
     async def _drop(self, conn: Conn) -> None:
         if self._conn is conn:
@@ -169,32 +185,35 @@ class PostgresDatabase:
         counts = Counter(sids)
         # Sorted: two appends that lock the same sessions lock them in the same order, so they cannot deadlock.
         order = sorted(counts)
+        rows: list[tuple[Any, ...]] = []
+        position: Counter[str] = Counter()
+        for event, sid in zip(events, sids, strict=True):
+            position[sid] += 1
+            call_id = event.get("call_id") if event["type"] == "tool_call_finished" else None
+            # The body as SQLite stores it ({**event, "seq": seq}) but for the number, which the database appends:
+            # the whole append is then sent at once, without waiting to learn the seqs first.
+            body = event_json({key: value for key, value in event.items() if key != "seq"})
+            head = body[:-1] + ',"seq":'
+            rows.append((sid, position[sid], counts[sid], event.get("run_id"), event["type"], event["ts"], head))
+            rows[-1] += (_text(call_id),)
         indexed = [_clean_statement(found) for e in events if e["type"] in INDEX_TYPES if (found := index_statement(e))]
-        async with self._using("could not write to") as conn, conn.transaction():
-            cur = await conn.execute(
-                "INSERT INTO seqs (session_id, last_seq) VALUES "
-                + ",".join(["(%s,%s)"] * len(order))
-                + " ON CONFLICT (session_id) DO UPDATE SET last_seq = seqs.last_seq + excluded.last_seq"
-                " RETURNING session_id, last_seq",
-                [value for sid in order for value in (sid, counts[sid])],
-            )
-            last = {str(sid): int(seq) for sid, seq in await cur.fetchall()}
-            following = {sid: last[sid] - counts[sid] + 1 for sid in order}
-            rows: list[tuple[Any, ...]] = []
-            for event, sid in zip(events, sids, strict=True):
-                seq, following[sid] = following[sid], following[sid] + 1
-                call_id = event.get("call_id") if event["type"] == "tool_call_finished" else None
-                body = event_json({**event, "seq": seq})
-                rows.append((sid, seq, event.get("run_id"), event["type"], event["ts"], body, _text(call_id)))
-            for start in range(0, len(rows), _ROWS_PER_INSERT):
-                chunk = rows[start : start + _ROWS_PER_INSERT]
-                values = ",".join(["(%s,%s,%s,%s,%s,%s,%s)"] * len(chunk))
-                await conn.execute(f"INSERT INTO events VALUES {values}", [v for row in chunk for v in row])
-            for sql, params in indexed:
-                await conn.execute(sql, params)
-            for sid in order:
-                await conn.execute("SELECT pg_notify(%s, %s)", (EVENTS_CHANNEL, f"{sid}:{last[sid]}"))
-        return [row[1] for row in rows]
+        async with self._using("could not write to") as conn:
+            async with _pipelined(conn), conn.transaction():
+                numbered = await conn.execute(
+                    "INSERT INTO seqs (session_id, last_seq) VALUES "
+                    + ",".join(["(%s,%s)"] * len(order))
+                    + " ON CONFLICT (session_id) DO UPDATE SET last_seq = seqs.last_seq + excluded.last_seq"
+                    " RETURNING session_id, last_seq",
+                    [value for sid in order for value in (sid, counts[sid])],
+                )
+                for start in range(0, len(rows), _ROWS_PER_INSERT):
+                    chunk = rows[start : start + _ROWS_PER_INSERT]
+                    await conn.execute(_INSERT_EVENTS.replace("<values>", ",".join([_ROW] * len(chunk))), _flat(chunk))
+                for sql, params in indexed:
+                    await conn.execute(sql, params)
+                await conn.execute(_NOTIFY, (EVENTS_CHANNEL, order))
+            last = {str(sid): int(seq) for sid, seq in await numbered.fetchall()}
+        return [last[row[0]] - row[2] + row[1] for row in rows]
 
     async def read_events(
         self,
@@ -236,7 +255,7 @@ class PostgresDatabase:
         """The stored JSON of the session's latest ``tool_call_finished`` event for ``call_id``, or None."""
         rows = await self._fetch(
             "SELECT body FROM events WHERE session_id=%s AND call_id=%s ORDER BY seq DESC LIMIT 1",
-            (session_id, call_id),
+            (session_id, _text(call_id)),  # cleaned as the append cleaned it
         )
         return str(rows[0][0]) if rows else None
 
@@ -315,6 +334,15 @@ async def _connect_described(url: str, *, read_only: bool, action: str) -> Conn:
         await conn.close()
         raise DatabaseError(describe_pg(action, url, exc)) from exc
     return conn
+
+
+def _pipelined(conn: Conn) -> AbstractAsyncContextManager[Any]:
+    """Send the statements inside without waiting for each answer (one round trip), where libpq can."""
+    return conn.pipeline() if psycopg.Pipeline.is_supported() else nullcontext()
+
+
+def _flat(rows: Sequence[tuple[Any, ...]]) -> list[Any]:
+    return [value for row in rows for value in row]
 
 
 def _text(value: Any) -> Any:

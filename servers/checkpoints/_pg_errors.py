@@ -72,10 +72,27 @@ def scrub(text: str, url: str) -> str:
     return text
 
 
+_ADVICE_BY_TEXT = (
+    # libpq's failures to connect carry no SQLSTATE: what the server or libpq said is all there is.
+    (re.compile(r"database \"[^\"]*\" does not exist"), "3D000"),
+    (re.compile(r"password authentication failed|no password supplied"), "28P01"),
+    (re.compile(r"role \"[^\"]*\" does not exist|no pg_hba\.conf entry"), "28000"),
+    (re.compile(r"too many clients"), "53300"),
+    (re.compile(r"the database system is (shutting down|starting up)"), "57P01"),
+)
+_BAD_URL = re.compile(r"invalid (integer value|URI|connection option|sslmode)|missing \"=\"|invalid percent-encoded")
+
+
 def _advice(exc: BaseException) -> str:
     state = getattr(exc, "sqlstate", None) or ""
+    text = str(exc)
+    for pattern, known in _ADVICE_BY_TEXT:
+        if not state and pattern.search(text):
+            state = known
     if state in _ADVICE_BY_STATE:
         return _ADVICE_BY_STATE[state]
+    if _BAD_URL.search(text):
+        return "the URL is not a valid Postgres connection URL; write it as postgresql://USER@HOST:PORT/DATABASE"
     if state.startswith("08") or (isinstance(exc, psycopg.OperationalError) and not state):
         return "is Postgres running and reachable there? Start it, or fix the host and port in the URL"
     if isinstance(exc, psycopg.ProgrammingError) and not state:

@@ -369,9 +369,9 @@ async def test_a_full_disk_loses_only_the_batch_that_did_not_fit(tmp_path: Path)
         await db.close()
 
 
-async def test_many_processes_may_open_a_new_database_at_once(tmp_path: Path) -> None:
+async def test_many_processes_may_open_a_new_database_at_once(store_location: StoreLocation) -> None:
     # Headless runs started together all find a fresh home: creating the schema must not race.
-    path = tmp_path / "loom.db"
+    path = store_location
     versions: list[int] = []
 
     async def open_one(n: int) -> None:
