@@ -24,7 +24,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-import psycopg
 import pytest
 
 NOT_INSTALLED = "Postgres is not installed (apt-get install postgresql); the Postgres store tests need it"
@@ -196,6 +195,8 @@ def postgres_url() -> Iterator[str]:
 @contextlib.contextmanager
 def created_database(server_url: str) -> Iterator[str]:
     """A new database with a unique name on ``server_url``'s server, dropped on exit; yields its URL."""
+    import psycopg  # here, not at the top: every pytest run loads this plugin, Postgres tests or not
+
     name = f"loom_test_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(server_url, autocommit=True) as conn:
         # FILE_COPY (Postgres 15+): copying template1's files beats WAL-logging them on a cluster without fsync.

@@ -194,8 +194,8 @@ class PostgresDatabase:
             # the whole append is then sent at once, without waiting to learn the seqs first.
             body = event_json({key: value for key, value in event.items() if key != "seq"})
             head = body[:-1] + ',"seq":'
-            rows.append((sid, position[sid], counts[sid], event.get("run_id"), event["type"], event["ts"], head))
-            rows[-1] += (_text(call_id),)
+            run_id, kind, ts = event.get("run_id"), event["type"], event["ts"]
+            rows.append((sid, position[sid], counts[sid], run_id, kind, ts, head, _text(call_id)))
         indexed = [_clean_statement(found) for e in events if e["type"] in INDEX_TYPES if (found := index_statement(e))]
         async with self._using("could not write to") as conn:
             async with _pipelined(conn), conn.transaction():

@@ -10,8 +10,6 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote, urlsplit
 
-import psycopg
-
 __all__ = ["POSTGRES_SCHEMES", "describe_pg", "is_postgres_url", "mask_url", "scrub"]
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
@@ -84,6 +82,8 @@ _BAD_URL = re.compile(r"invalid (integer value|URI|connection option|sslmode)|mi
 
 
 def _advice(exc: BaseException) -> str:
+    import psycopg  # only once a Postgres store failed: a SQLite store's process never loads it
+
     state = getattr(exc, "sqlstate", None) or ""
     text = str(exc)
     for pattern, known in _ADVICE_BY_TEXT:

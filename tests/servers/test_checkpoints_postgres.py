@@ -180,3 +180,18 @@ async def test_a_url_of_another_kind_is_refused_as_such() -> None:
     async with Client(build_server("mysql://root:pw@host/db")) as client:
         message = await error_of(client, "status")
     assert "mysql://root:***@host/db is not a store Loom can open" in message
+
+
+async def test_both_backends_store_the_same_text_for_the_same_events(module_database: str, tmp_path: Path) -> None:
+    from servers.checkpoints._db import Database
+
+    batch = [created("same"), notice("same", "één \udcff"), finished("same", "c1", "x" * 10), notice("same", "end")]
+    sqlite = await Database.open(tmp_path / "loom.db")
+    postgres = await PostgresDatabase.open(module_database)
+    try:
+        assert await sqlite.append(batch) == await postgres.append(batch) == [1, 2, 3, 4]
+        assert await sqlite.read_events("same") == await postgres.read_events("same")
+        assert await sqlite.find_tool_result("same", "c1") == await postgres.find_tool_result("same", "c1")
+    finally:
+        await sqlite.close()
+        await postgres.close()
