@@ -40,6 +40,8 @@ Recover = Callable[[Sequence[str]], Awaitable[Sequence[str]]]
 WorkerState = Literal["running", "silent", "taken over", "stopped"]
 
 _QUERY_TIMEOUT_S = 10.0
+_CLAIM_STALE_S = 30.0
+"""A takeover claimed this long ago and not finished is abandoned (its claimer died): it may be claimed again."""
 
 _SCHEMA = """
 CREATE SCHEMA IF NOT EXISTS loom_engine;
@@ -198,33 +200,52 @@ class WorkerPool:
             raise PoolError(f"cannot create the table loom_engine.workers in {mask_url(self.url)}: {exc}") from None
 
     async def _register(self) -> None:
-        row = await self._fetchone(
-            """
-            INSERT INTO loom_engine.workers AS w
-                (id, host, pid, version, started, beat, state, heartbeat_s, takeover_after_s)
-            VALUES (%(id)s, %(host)s, %(pid)s, %(version)s, now(), now(), 'running', %(beat)s, %(takeover)s)
-            ON CONFLICT (id) DO UPDATE SET
-                host = EXCLUDED.host, pid = EXCLUDED.pid, version = EXCLUDED.version, started = now(), beat = now(),
-                state = 'running', heartbeat_s = EXCLUDED.heartbeat_s, takeover_after_s = EXCLUDED.takeover_after_s,
-                taken_over_by = NULL, taken_over_at = NULL, recovered = NULL
-            WHERE w.state <> 'running' OR w.taken_over_by IS NOT NULL
-                OR w.beat < now() - make_interval(secs => w.takeover_after_s)
-            RETURNING id
-            """,
-            {
-                "id": self.worker_id,
-                "host": socket.gethostname(),
-                "pid": os.getpid(),
-                "version": self.version,
-                "beat": self.heartbeat_s,
-                "takeover": self.takeover_after_s,
-            },
-        )
-        if row is not None:
-            return
-        holder = await self._fetchone(
-            "SELECT host, pid FROM loom_engine.workers WHERE id = %(id)s", {"id": self.worker_id}
-        )
+        # A takeover of this id in progress must finish first: the claimer re-enqueues the id's PENDING runs, and
+        # once this process's DBOS has dequeued them again they would be PENDING under this id too, and run twice.
+        deadline = time.monotonic() + _CLAIM_STALE_S + self.heartbeat_s
+        while True:
+            row = await self._fetchone(
+                """
+                INSERT INTO loom_engine.workers AS w
+                    (id, host, pid, version, started, beat, state, heartbeat_s, takeover_after_s)
+                VALUES (%(id)s, %(host)s, %(pid)s, %(version)s, now(), now(), 'running', %(beat)s, %(takeover)s)
+                ON CONFLICT (id) DO UPDATE SET
+                    host = EXCLUDED.host, pid = EXCLUDED.pid, version = EXCLUDED.version, started = now(),
+                    beat = now(), state = 'running', heartbeat_s = EXCLUDED.heartbeat_s,
+                    takeover_after_s = EXCLUDED.takeover_after_s, taken_over_by = NULL, taken_over_at = NULL,
+                    recovered = NULL
+                WHERE (w.state <> 'running' OR w.taken_over_by IS NOT NULL
+                        OR w.beat < now() - make_interval(secs => w.takeover_after_s))
+                    AND NOT (w.taken_over_by IS NOT NULL AND w.recovered IS NULL
+                        AND w.taken_over_at > now() - make_interval(secs => %(stale)s))
+                RETURNING id
+                """,
+                {
+                    "id": self.worker_id,
+                    "host": socket.gethostname(),
+                    "pid": os.getpid(),
+                    "version": self.version,
+                    "beat": self.heartbeat_s,
+                    "takeover": self.takeover_after_s,
+                    "stale": _CLAIM_STALE_S,
+                },
+            )
+            if row is not None:
+                return
+            holder = await self._fetchone(
+                "SELECT host, pid, taken_over_by, recovered FROM loom_engine.workers WHERE id = %(id)s",
+                {"id": self.worker_id},
+            )
+            if holder is None or holder["taken_over_by"] is None or holder["recovered"] is not None:
+                break
+            if time.monotonic() > deadline:
+                raise WorkerIdInUse(
+                    f"worker {holder['taken_over_by']} is still taking over the runs of {self.worker_id}; try again"
+                )
+            log.warning(
+                "worker %s: waiting for %s to finish taking over its runs", self.worker_id, holder["taken_over_by"]
+            )
+            await anyio.sleep(min(self.heartbeat_s, 1.0))
         where = f"on {holder['host']} (pid {holder['pid']})" if holder else "elsewhere"
         raise WorkerIdInUse(f"a worker named {self.worker_id} is already running {where}; pick another --id")
 
@@ -270,8 +291,9 @@ class WorkerPool:
             await anyio.sleep(self.heartbeat_s)
 
     async def take_over_silent(self) -> list[str]:
-        """Claim every silent worker of this version no one has claimed, and recover their runs; returns their ids.
+        """Claim the silent workers of this version and recover their runs; returns the ids claimed.
 
+        A silent worker is claimed if no one has, or if its claimer gave up (claimed 30 s ago, nothing recovered).
         The claim is one ``UPDATE`` per row under Postgres's row lock, so of several supervisors exactly one gets a
         given worker. A recovery that fails releases the claim, so a later check (by any worker) tries again.
         """
@@ -280,11 +302,13 @@ class WorkerPool:
         rows = await self._query(
             """
             UPDATE loom_engine.workers SET taken_over_by = %(me)s, taken_over_at = now()
-            WHERE id <> %(me)s AND state = 'running' AND taken_over_by IS NULL AND version = %(version)s
+            WHERE id <> %(me)s AND state = 'running' AND version = %(version)s
                 AND beat < now() - make_interval(secs => %(after)s)
+                AND (taken_over_by IS NULL
+                    OR (recovered IS NULL AND taken_over_at < now() - make_interval(secs => %(stale)s)))
             RETURNING id
             """,
-            {"me": self.worker_id, "version": self.version, "after": self.takeover_after_s},
+            {"me": self.worker_id, "version": self.version, "after": self.takeover_after_s, "stale": _CLAIM_STALE_S},
         )
         claimed = sorted(str(r["id"]) for r in rows)
         for dead in claimed:

@@ -111,6 +111,36 @@ async def test_a_killed_worker_is_taken_over_once_by_one_live_worker_and_its_id_
         assert len(calls) == 1
 
 
+async def test_a_worker_restarted_under_an_id_being_taken_over_waits_for_the_takeover_to_finish(
+    fresh_database: str, beating: list[subprocess.Popen[str]]
+) -> None:
+    asked, release = anyio.Event(), anyio.Event()
+
+    async def slow_recover(ids: Sequence[str]) -> list[str]:
+        asked.set()
+        await release.wait()
+        return ["run-1"]
+
+    dead = start_beating(fresh_database, "w1", beating)
+    restarted = anyio.Event()
+
+    async def restart() -> None:
+        async with pools(fresh_database, ["w1"], []):
+            restarted.set()
+
+    taker = WorkerPool(fresh_database, "w-a", heartbeat_s=BEAT, takeover_after_s=TAKEOVER, recover=slow_recover)
+    async with taker, anyio.create_task_group() as group:
+        dead.kill()
+        with anyio.fail_after(10):
+            await asked.wait()
+        group.start_soon(restart)
+        await anyio.sleep(3 * BEAT)
+        assert not restarted.is_set(), "the id came back while its runs were being re-enqueued"
+        release.set()
+        with anyio.fail_after(5):
+            await restarted.wait()
+
+
 async def test_a_clean_stop_is_never_taken_over(fresh_database: str) -> None:
     calls: list[tuple[str, list[str], float]] = []
     async with pools(fresh_database, ["w-a"], calls):
