@@ -163,3 +163,26 @@ def test_a_pool_member_takes_over_a_killed_members_run_through_the_wrapper(
             lambda: conn.execute("SELECT status FROM dbos.workflow_status").fetchall() == [("SUCCESS",)],
             "the run to finish",
         )
+
+
+def test_an_executor_restarted_under_its_id_finishes_its_own_pending_workflow_at_launch(
+    fresh_database: str, tmp_path: Path, executors: list[subprocess.Popen[bytes]]
+) -> None:
+    # What the pool relies on when a dead worker comes back before anyone took it over: DBOS's launch does it.
+    (tmp_path / "block").touch()
+    for workflow in ("wf-mine", ""):
+        executors.append(
+            subprocess.Popen(
+                toy("start", fresh_database, tmp_path, "--executor", "w1", "--workflow", workflow),
+                env=toy_env(),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        if workflow:
+            wait_for(lambda: ("second", "wf-mine", "w1") in steps(tmp_path), "the second step")
+            executors[0].send_signal(signal.SIGKILL)
+            executors[0].wait(timeout=10)
+            (tmp_path / "block").unlink()
+    wait_for(lambda: steps(tmp_path).count(("second", "wf-mine", "w1")) == 2, "the restarted executor's second step")
+    assert steps(tmp_path).count(("first", "wf-mine", "w1")) == 1
