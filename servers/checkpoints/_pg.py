@@ -116,15 +116,21 @@ class PostgresDatabase:
                 f"the Loom database at {self.path} has schema {found} and is opened read-only; "
                 f"open it once read-write to {'create' if found == 0 else 'migrate'} it"
             )
-        async with conn.transaction():
-            # Several processes may open a new store at once: one creates it, the others find it made.
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (open_lock_key(),))
-            if await self._version(conn) == 0:
-                await conn.execute(PG_SCHEMA)
-            for version in range(max(await self._version(conn), PG_BASE_VERSION) + 1, SCHEMA_VERSION + 1):
-                for statement in PG_MIGRATIONS[version]:
-                    await conn.execute(statement)
-                await conn.execute("UPDATE meta SET value=%s WHERE key='schema_version'", (str(version),))
+        # Several processes may open a new store at once: one creates it, the others find it made. The lock is
+        # taken before the transaction begins, not inside it: a transaction that began before the winner committed
+        # may still see the catalog without its tables, create them again and deadlock with a process appending.
+        await conn.execute("SELECT pg_advisory_lock(%s)", (open_lock_key(),))
+        try:
+            async with conn.transaction():
+                if await self._version(conn) == 0:
+                    await conn.execute(PG_SCHEMA)
+                for version in range(max(await self._version(conn), PG_BASE_VERSION) + 1, SCHEMA_VERSION + 1):
+                    for statement in PG_MIGRATIONS[version]:
+                        await conn.execute(statement)
+                    await conn.execute("UPDATE meta SET value=%s WHERE key='schema_version'", (str(version),))
+        finally:
+            if not conn.broken:
+                await conn.execute("SELECT pg_advisory_unlock(%s)", (open_lock_key(),))
 
     @staticmethod
     async def _version(conn: Conn) -> int:
