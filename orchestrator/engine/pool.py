@@ -9,8 +9,10 @@ re-enqueues the dead one's pending runs through ``recover`` (in production
 
 A worker that finds its own row taken over (it was silent too long: a pause, a network partition) stops at once
 with :class:`WorkerTakenOver` rather than keep driving runs another worker now drives; so does one that could not
-beat for ``takeover_after_s``. A worker id belongs to one live process: starting a second one is refused; a
-restarted worker of a dead id takes its id back, and DBOS's launch recovers that id's own pending runs.
+beat for ``takeover_after_s``. A worker that stops cleanly is not taken over, unless it stopped with runs
+unfinished: the next live worker takes those over at once. A worker id belongs to one live process: starting a
+second one is refused; a restarted worker of a dead id takes its id back, and DBOS's launch recovers that id's own
+pending runs.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ log = logging.getLogger(__name__)
 Recover = Callable[[Sequence[str]], Awaitable[Sequence[str]]]
 """Re-enqueue the pending runs of these dead workers; returns the ids of the runs made runnable again."""
 
-WorkerState = Literal["running", "silent", "taken over", "stopped"]
+WorkerState = Literal["running", "silent", "leaving", "taken over", "stopped"]
 
 _QUERY_TIMEOUT_S = 10.0
 _CLAIM_STALE_S = 30.0
@@ -90,8 +92,9 @@ class WorkerInfo:
     beat_age_s: float
     """Seconds since its last heartbeat, by the database's clock."""
     state: WorkerState
-    """``running``; ``silent`` (no beat for longer than its takeover delay, not yet taken over); ``taken over``
-    (another worker recovered its runs); ``stopped`` (it stopped cleanly)."""
+    """``running``; ``silent`` (no beat for longer than its takeover delay, not yet taken over); ``leaving`` (it
+    stopped with runs unfinished, which the next live worker takes over); ``taken over`` (another worker recovered
+    its runs); ``stopped`` (it stopped cleanly, holding no run)."""
     taken_over_by: str | None
     runs: int | None
     """How many runs DBOS has it driving (pending workflows of its executor id); None before DBOS's tables exist."""
@@ -115,9 +118,11 @@ class WorkerPool:
 
     Entering registers ``worker_id`` (refusing an id a live process holds) and starts beating; the supervisor starts
     at once, or when :meth:`start_supervising` is called if ``supervise`` is false (so DBOS can be launched after
-    the id is secured and before anything is recovered into it). Leaving marks the worker ``stopped``: a clean stop
-    leaves nothing to recover. ``version`` is the DBOS application version: a worker only takes over workers of its
-    own version, since DBOS recovers only its own version's runs.
+    the id is secured and before anything is recovered into it). Leave it after DBOS is destroyed: leaving marks
+    the worker ``stopped``, or ``left`` when DBOS still has runs pending under its id (cut short by the stop), which
+    the next live worker then takes over without waiting for ``takeover_after_s``. ``version`` is the DBOS
+    application version: a worker only takes over workers of its own version, since DBOS recovers only its own
+    version's runs.
     """
 
     def __init__(
@@ -302,8 +307,8 @@ class WorkerPool:
         rows = await self._query(
             """
             UPDATE loom_engine.workers SET taken_over_by = %(me)s, taken_over_at = now()
-            WHERE id <> %(me)s AND state = 'running' AND version = %(version)s
-                AND beat < now() - make_interval(secs => %(after)s)
+            WHERE id <> %(me)s AND version = %(version)s
+                AND ((state = 'running' AND beat < now() - make_interval(secs => %(after)s)) OR state = 'left')
                 AND (taken_over_by IS NULL
                     OR (recovered IS NULL AND taken_over_at < now() - make_interval(secs => %(stale)s)))
             RETURNING id
@@ -335,14 +340,37 @@ class WorkerPool:
         )
 
     async def _mark_stopped(self) -> None:
+        # Called after DBOS is destroyed in this process: its runs still PENDING under this id were cut short, and
+        # are left to the next worker to look (state 'left'), rather than wait for this id to come back.
         try:
+            held = await self._held_runs()
             await self._execute(
-                "UPDATE loom_engine.workers SET state = 'stopped', beat = now() "
+                "UPDATE loom_engine.workers SET state = %(state)s, beat = now() "
                 "WHERE id = %(id)s AND pid = %(pid)s AND taken_over_by IS NULL",
-                {"id": self.worker_id, "pid": os.getpid()},
+                {"id": self.worker_id, "pid": os.getpid(), "state": "left" if held else "stopped"},
             )
         except PoolError as exc:
             log.warning("worker %s: could not record its clean stop (it will be taken over): %s", self.worker_id, exc)
+            return
+        if held:
+            log.warning(
+                "worker %s left the pool with %d run(s) unfinished; another worker takes them over",
+                self.worker_id,
+                held,
+            )
+
+    async def _held_runs(self) -> int:
+        """How many runs DBOS has pending under this worker's id and version (0 before DBOS's tables exist)."""
+        found = await self._fetchone("SELECT to_regclass('dbos.workflow_status') AS t")
+        if found is None or found["t"] is None:
+            return 0
+        # DBOS's system table (schema ``dbos``); tests/orchestrator/engine/test_dbos_private.py reads the same columns.
+        row = await self._fetchone(
+            "SELECT count(*) AS n FROM dbos.workflow_status "
+            "WHERE executor_id = %(id)s AND status = 'PENDING' AND application_version = %(version)s",
+            {"id": self.worker_id, "version": self.version},
+        )
+        return int(row["n"]) if row else 0
 
     async def _connection(self) -> psycopg.AsyncConnection[Any]:
         if self._conn is None or self._conn.closed or self._conn.broken:
@@ -413,6 +441,8 @@ def _info(row: dict[str, Any]) -> WorkerInfo:
         state = "stopped"
     elif row["taken_over_by"] is not None:
         state = "taken over"
+    elif row["state"] == "left":
+        state = "leaving"
     elif row["age"] > row["takeover_after_s"]:
         state = "silent"
     return WorkerInfo(

@@ -3,12 +3,12 @@
 ``start``: launch as executor ``--executor`` and enqueue workflow ``--workflow`` on queue ``toy-runs``; it runs here
 until the test SIGKILLs this process while step two waits for ``--block`` to disappear. ``recover``: launch as
 another executor, call :func:`orchestrator.engine.dbos_private.recover_executors` on ``--dead``, print the ids it
-returned (one JSON line), then wait for ``--workflow`` to finish, print its result, and recover again. ``pool``: join a
-:class:`~orchestrator.engine.pool.WorkerPool` (whose supervisor recovers dead workers), log ``ready`` and serve until
-killed;
-with ``--workflow`` it also enqueues that workflow first. ``beat``: a pool member without DBOS, which only beats
-(and prints the pool's error if it finds itself taken over). Every step appends ``STEP WORKFLOW EXECUTOR TIME`` to
-``--log``, which is how the test counts executions.
+returned (one JSON line), then wait for ``--workflow`` to finish, print its result, and recover again.
+
+``pool``: join a :class:`~orchestrator.engine.pool.WorkerPool` (whose supervisor recovers dead workers), log
+``ready`` and serve until SIGTERM (a clean stop) or SIGKILL; with ``--workflow`` it also enqueues that workflow
+first. ``beat``: a pool member without DBOS, which only beats (and prints the pool's error if it finds itself taken
+over). Every step appends ``STEP WORKFLOW EXECUTOR TIME`` to ``--log``, which is how the tests count executions.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -117,10 +118,15 @@ async def _pool() -> None:
     )
     async with pool:
         await anyio.to_thread.run_sync(_launch)
-        await _enqueue()
-        pool.start_supervising()
-        _log("ready", "-")
-        await anyio.sleep_forever()
+        try:
+            await _enqueue()
+            pool.start_supervising()
+            _log("ready", "-")
+            with anyio.open_signal_receiver(signal.SIGTERM) as signals:
+                async for _ in signals:
+                    break  # a clean stop: DBOS goes first, then the pool is left, as `loom worker` does
+        finally:
+            await anyio.to_thread.run_sync(DBOS.destroy)
 
 
 async def _beat() -> None:

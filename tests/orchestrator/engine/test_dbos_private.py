@@ -130,11 +130,21 @@ def test_a_dead_executors_workflow_is_finished_by_another_without_rerunning_its_
     assert rows == {"wf-mine": "SUCCESS alive", "wf-other-version": "PENDING dead"}
 
 
-def test_a_pool_member_takes_over_a_killed_members_run_through_the_wrapper(
-    fresh_database: str, tmp_path: Path, executors: list[subprocess.Popen[bytes]]
+@pytest.mark.parametrize(
+    ("stop", "takeover_s", "within_s"),
+    [(signal.SIGKILL, 1.0, 2.5), (signal.SIGTERM, 5.0, 3.0)],
+    ids=["killed: after the takeover delay", "stopped cleanly mid-run: at once"],
+)
+def test_a_pool_member_takes_over_a_stopped_members_run_through_the_wrapper(
+    fresh_database: str,
+    tmp_path: Path,
+    executors: list[subprocess.Popen[bytes]],
+    stop: signal.Signals,
+    takeover_s: float,
+    within_s: float,
 ) -> None:
     (tmp_path / "block").touch()
-    timings = ["--heartbeat", "0.2", "--takeover", "1"]
+    timings = ["--heartbeat", "0.2", "--takeover", str(takeover_s)]
     for worker, workflow in (("w-dies", "wf-run"), ("w-lives", "")):
         executors.append(
             subprocess.Popen(
@@ -147,8 +157,10 @@ def test_a_pool_member_takes_over_a_killed_members_run_through_the_wrapper(
         if workflow:  # the run must be the first worker's before the second joins
             wait_for(lambda: ("second", "wf-run", "w-dies") in steps(tmp_path), "the first worker's second step")
     wait_for(lambda: ("ready", "-", "w-lives") in steps(tmp_path), "the second worker to supervise")
-    executors[0].send_signal(signal.SIGKILL)
-    killed = time.time()
+    time.sleep(0.3)  # a beat or more since the first worker's last
+    executors[0].send_signal(stop)
+    stopped = time.time()
+    executors[0].wait(timeout=30)
     (tmp_path / "block").unlink()
     wait_for(lambda: ("second", "wf-run", "w-lives") in steps(tmp_path), "the live worker's second step")
     resumed = next(
@@ -156,7 +168,8 @@ def test_a_pool_member_takes_over_a_killed_members_run_through_the_wrapper(
         for line in (tmp_path / "log").read_text().splitlines()
         if line.startswith("second wf-run w-lives")
     )
-    print(f"kill -> the other worker's next step: {resumed - killed:.2f} s (heartbeat 0.2 s, takeover after 1 s)")
+    print(f"{stop.name} -> the other worker's next step: {resumed - stopped:.2f} s (takeover after {takeover_s:g} s)")
+    assert resumed - stopped < within_s
     assert [s for s in steps(tmp_path) if s[0] == "first"] == [("first", "wf-run", "w-dies")]
     with psycopg.connect(fresh_database) as conn:
         wait_for(
