@@ -2,7 +2,8 @@
 
 Both need ``"engine": {"kind": "dbos", ...}`` in ``$LOOM_HOME/config.json``. ``loom worker`` runs the engine in this
 process (:func:`orchestrator.engine.worker.run_worker`, as ``loom serve`` runs the daemon) until SIGTERM or Ctrl-C,
-then leaves the pool cleanly: its row says ``stopped``, so no other worker takes over runs it did not leave behind.
+then leaves the pool cleanly: its row says ``stopped`` and no other worker takes anything over, unless the stop cut
+runs short, which the next live worker then takes over at once.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         help="join the pool of workers on the shared Postgres database (the dbos engine) and drive queued runs",
         description="Takes runs from the shared queue, with the same MCP servers, policy and config as any Loom "
         "process, and heartbeats into the database; when another worker falls silent, one live worker takes over "
-        "its runs. Runs until SIGTERM or Ctrl-C, then leaves the pool cleanly (exit 0).",
+        "its runs. Runs until SIGTERM or Ctrl-C, then leaves the pool cleanly (exit 0); runs it was driving then go to "
+        "another worker at once.",
     )
     worker.add_argument(
         "--id", metavar="ID", help="this worker's name in the pool, kept across restarts (default: HOSTNAME-PID)"
