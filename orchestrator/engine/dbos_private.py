@@ -49,7 +49,8 @@ def recover_executors(executor_ids: Sequence[str]) -> list[str]:
     (``await anyio.to_thread.run_sync(recover_executors, ids)``), never on the event loop.
 
     Returns:
-        The ids of the workflows found pending and re-enqueued.
+        The ids of the workflows found pending, each re-enqueued unless a concurrent recovery got to it first (the
+        re-enqueue matches only a ``PENDING`` row still under one of ``executor_ids``, so nothing runs twice).
 
     Raises:
         DBOSPrivateAPIChanged: the installed DBOS lacks the private call, or it returned something unexpected.
