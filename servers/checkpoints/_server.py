@@ -2,9 +2,9 @@
 
 The store is a SQLite file (a `Path`) or a Postgres database (a ``postgresql://`` URL); both backends have the
 same methods, results and errors, so the tools do not know which they serve. The database is opened in the
-server's lifespan, once per connection. A database that cannot be
-opened does not stop the server: every tool then answers with the reason, so that a client over
-any transport (in-process or stdio) gets a message it can show, not a dropped connection.
+server's lifespan, once per connection. A database that cannot be opened does not stop the server: every tool
+then answers with the reason, so that a client over any transport (in-process or stdio) gets a message it can
+show, not a dropped connection.
 """
 
 from __future__ import annotations
@@ -440,8 +440,8 @@ def build_server(
         version=loom_version(),
         instructions=(
             f"Loom's durable store ({'Postgres' if is_postgres_url(db_path) else 'SQLite'}, schema {SCHEMA_VERSION}): "
-            "an append-only event log numbered per "
-            "session, the session and run index derived from it, and file snapshots for rewind. "
+            "an append-only event log numbered per session, the session and run index derived from it, and file "
+            "snapshots for rewind. "
             "These tools serve Loom's runtime; they are not meant for a model."
         ),
         lifespan=lifespan,
@@ -474,5 +474,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--read-only", action="store_true", help="open the database read-only")
     args = parser.parse_args(argv)
-    location: StoreLocation = args.db if is_postgres_url(args.db) else Path(args.db)
+    # A URL stays a string, so that one of another kind is refused as such rather than made a file of that name.
+    location: StoreLocation = args.db if "://" in args.db else Path(args.db)
     return serve_stdio("checkpoints", lambda: build_server(location, read_only=args.read_only))
