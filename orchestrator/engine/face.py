@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 from dbos import DBOSClient, DBOSPortableJSONSerializer, EnqueueOptions
 
+from orchestrator.engine.errors import EngineError
 from orchestrator.engine.version import LOOP_VERSION
 from orchestrator.engine.waits import DECISIONS, decision_message
 from orchestrator.engine.workflow import QUEUE, WORKFLOW
@@ -25,10 +26,6 @@ from orchestrator.runtime.owner import WORKER_OWNER
 if TYPE_CHECKING:
     from orchestrator.engine.settings import EngineSettings
     from orchestrator.store.eventlog import EventLog
-
-
-class EngineError(Exception):
-    """The engine refused a request; the message says why and what to do."""
 
 
 class RemoteRuns:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,8 +20,12 @@ from dbos import DBOS
 from dbos._error import DBOSWorkflowCancelledError
 
 from orchestrator.context.history import rebuild_history
+from orchestrator.engine.dbos_private import recover_executors
 from orchestrator.engine.dbos_steps import DBOSSteps, NeedsReview
+from orchestrator.engine.feed import LivePublisher
 from orchestrator.engine.journal import JournalledEventLog, ReplayDiverged, RunJournal, journalling
+from orchestrator.engine.pool import WorkerPool
+from orchestrator.engine.version import LOOP_VERSION
 from orchestrator.engine.waits import DurableWaiter
 from orchestrator.engine.workflow import QUEUE, QUEUE_POLL_S, dbos_config, serve_runs
 from orchestrator.events import Event, Notice, RunFinished, RunStarted, event_run_id
@@ -154,9 +158,24 @@ async def serving(
     from orchestrator.store.checkpoints import CheckpointStore
 
     location: Any = store_location if store_location is not None else settings.database
-    async with CheckpointStore(location) as store:
+    async with contextlib.AsyncExitStack() as stack:
+        store = await stack.enter_async_context(CheckpointStore(location))
+        log = JournalledEventLog(store)
+        # The id first, before DBOS recovers anything into it: a second live worker of the same id is refused.
+        pool = await stack.enter_async_context(
+            WorkerPool(
+                settings.database,
+                worker_id,
+                heartbeat_s=settings.heartbeat_s,
+                takeover_after_s=settings.takeover_after_s,
+                recover=_recover,
+                version=LOOP_VERSION,
+                supervise=False,
+            )
+        )
+        await stack.enter_async_context(LivePublisher(settings.database, log))  # the face's followers see the text
         runtime = Runtime(
-            JournalledEventLog(store),
+            log,
             home=home,
             servers=config.servers,
             tool_timeouts=config.tool_timeouts_s,
@@ -167,25 +186,30 @@ async def serving(
             advisor=config.advisor,
             loop=config.loop,
         )
-        async with SessionHost(runtime, limits=config.sessions) as host:
-            worker = Worker(host, worker_id)
-            serve_runs(worker)
-            DBOS(config=dbos_config(settings, executor_id=worker_id))
-            try:
-                # In this thread, on purpose: DBOS runs the queue's workflows on the loop that launched it. It
-                # blocks while it connects and migrates its tables, once, before this worker takes any run.
-                DBOS.launch()
-                await DBOS.register_queue_async(
-                    QUEUE,
-                    worker_concurrency=concurrency or settings.concurrency,
-                    partition_concurrency=1,
-                    polling_interval_sec=QUEUE_POLL_S,
-                )
-                yield worker
-            finally:
-                serve_runs(None)
-                with anyio.CancelScope(shield=True):
-                    await anyio.to_thread.run_sync(_destroy)
+        host = await stack.enter_async_context(SessionHost(runtime, limits=config.sessions))
+        worker = Worker(host, worker_id)
+        serve_runs(worker)
+        DBOS(config=dbos_config(settings, executor_id=worker_id))
+        try:
+            # In this thread, on purpose: DBOS runs the queue's workflows on the loop that launched it. It
+            # blocks while it connects and migrates its tables, once, before this worker takes any run.
+            DBOS.launch()
+            await DBOS.register_queue_async(
+                QUEUE,
+                worker_concurrency=concurrency or settings.concurrency,
+                partition_concurrency=1,
+                polling_interval_sec=QUEUE_POLL_S,
+            )
+            pool.start_supervising()
+            yield worker
+        finally:
+            serve_runs(None)
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(_destroy)
+
+
+async def _recover(executor_ids: Sequence[str]) -> Sequence[str]:
+    return await anyio.to_thread.run_sync(recover_executors, executor_ids)
 
 
 def _destroy() -> None:

@@ -40,6 +40,12 @@ async def embedded_runtime(
     from orchestrator.runtime.runtime import Runtime
     from orchestrator.store.eventlog import EventLog
 
+    if config is not None and config.engine is not None and config.engine.distributed:
+        from orchestrator.engine.face_runtime import distributed_runtime
+
+        async with distributed_runtime(home, config, shared=shared) as runtime:
+            yield runtime
+        return
     # The store first: a home it cannot open (a read-only disk, say) is reported with the database's advice,
     # not as a lock file that could not be created. Two processes may open the store; only one holds the lock.
     async with CheckpointStore(home / DB_NAME) as store:

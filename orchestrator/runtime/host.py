@@ -26,7 +26,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 import anyio
 from anyio.abc import TaskGroup
@@ -41,11 +41,15 @@ from orchestrator.runtime.goals import Goals
 from orchestrator.runtime.handoff import Handoffs, HandoffSeed
 from orchestrator.runtime.host_children import ChildHost
 from orchestrator.runtime.host_records import SessionRecords
+from orchestrator.runtime.host_remote import follow_remote
 from orchestrator.runtime.host_runs import HostError, LiveRuns, RunDesk, RunHandle, RunView
 from orchestrator.runtime.idle import CLOSE_WAIT_S, IDLE_GRACE_S, IdleCloser, OpenSession
 from orchestrator.runtime.orchestrations import Orchestrations
 from orchestrator.runtime.owner import this_process
 from orchestrator.runtime.runtime import ChildOpening, RunResult, Runtime, Session, new_id
+
+if TYPE_CHECKING:
+    from orchestrator.engine.face import RemoteRuns
 
 __all__ = ["HostError", "ModelResolver", "RunHandle", "RunView", "SessionHost"]
 
@@ -100,6 +104,8 @@ class SessionHost(RunDesk, SessionRecords, IdleCloser, ChildHost):
         """The orchestrations its sessions run (entered after the task group, so they stop before the sessions)."""
         self.goals = Goals(self)
         """The goals its sessions hold (entered like the orchestrations)."""
+        self.remote: RemoteRuns | None = runtime.remote
+        """The DBOS engine's queue and messages when workers drive this host's runs (None: it drives them itself)."""
         self.handoffs = Handoffs(self)
         """Sessions handing off to fresh ones (no run may start in one meanwhile), and the handoffs written."""
 
@@ -296,6 +302,13 @@ class SessionHost(RunDesk, SessionRecords, IdleCloser, ChildHost):
         self.handoffs.check(session_id)
         session = await self.session(session_id)
         assert self._tg is not None, "the host is not open"
+        if self.remote is not None:  # the DBOS engine: a worker drives it; this handle follows it in the store
+            handle = RunHandle(run_id=new_id("r"), session_id=session.id, status="queued", timeout_s=timeout_s)
+            await self.remote.enqueue(session.id, handle.run_id, text, max_steps)
+            self.runs[handle.run_id] = handle
+            self.live.add(handle)
+            self._tg.start_soon(self._follow_remote, session, handle)
+            return handle
         ahead = self.live.of(session.id)
         handle = RunHandle(
             run_id=new_id("r"), session_id=session.id, status="queued" if ahead else "running", timeout_s=timeout_s
@@ -309,6 +322,14 @@ class SessionHost(RunDesk, SessionRecords, IdleCloser, ChildHost):
         self.live.add(handle)
         self._tg.start_soon(self._drive, session, handle, text, max_steps, ahead)
         return handle
+
+    async def _follow_remote(self, session: Session, handle: RunHandle) -> None:
+        try:
+            await follow_remote(session, handle)
+        finally:
+            self.live.discard(handle)
+            self._touch(session.id)
+            self._wake.set()
 
     async def _drive(
         self,

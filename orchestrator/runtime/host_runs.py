@@ -8,14 +8,19 @@ restart, a bounded wait for its end, its cancellation, and the approvals its cal
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import anyio
 
+from orchestrator.engine.errors import EngineError
 from orchestrator.events import RunStatus
 from orchestrator.loop.approvals import ApprovalError, Decision, PendingApproval
+from orchestrator.runtime.host_remote import answer_remote, cancel_remote
 from orchestrator.runtime.runtime import RunResult, Runtime, Session
 from orchestrator.store.interface import RunRecord
+
+if TYPE_CHECKING:
+    from orchestrator.engine.face import RemoteRuns
 
 
 class HostError(Exception):
@@ -89,6 +94,7 @@ class RunDesk:
     sessions: dict[str, Session]
     runs: dict[str, RunHandle]
     live: LiveRuns
+    remote: RemoteRuns | None
 
     async def view(self, run_id: str) -> RunView:
         """A run's current state, from this process or the store.
@@ -130,6 +136,9 @@ class RunDesk:
         handle = self.runs.get(run_id)
         if handle is None:
             return await self.view(run_id)  # finished before this process, nothing to cancel
+        if self.remote is not None and not handle.done.is_set():
+            await cancel_remote(self.remote, handle)
+            return await self.view(run_id)
         handle.scope.cancel()
         with anyio.move_on_after(10):
             await handle.done.wait()
@@ -178,6 +187,12 @@ class RunDesk:
         if decision not in ("approve_once", "approve_session", "deny"):
             raise HostError(f"unknown decision {decision!r}; use approve_once, approve_session or deny")
         pending = self.pending_approval(approval_id)
+        if self.remote is not None:  # a worker's run waits on it: the decision goes to the worker, which records it
+            try:
+                await answer_remote(self.remote, pending, decision, reason, decided_by)
+            except EngineError as exc:
+                raise HostError(str(exc)) from exc
+            return pending
         try:
             return await self.sessions[pending.session_id].approvals.decide(
                 approval_id, cast(Decision, decision), reason, decided_by

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
     from orchestrator.config import AdvisorSettings, LoopSettings
+    from orchestrator.engine.face import RemoteRuns
     from orchestrator.loop.advisor import Advisor
     from orchestrator.runtime.handoff import HandoffSeed
 
@@ -138,6 +139,8 @@ class Runtime:
         self.face: Callable[[], MCPServer] | None = None
         """Loom's own face over the host running these sessions (set by the host): a session's ``subagents`` tools
         start and drive children through it. None: sessions get no ``subagents`` server."""
+        self.remote: RemoteRuns | None = None
+        """The DBOS engine's queue when workers drive this runtime's runs (set by the engine; None: this process)."""
         self.questions = QuestionDesk(log)
         """What servers ask the users of its sessions (elicitation), answered through the face."""
 

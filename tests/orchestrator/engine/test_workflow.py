@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,15 +12,13 @@ import anyio
 import pytest
 
 from orchestrator.config import LoomConfig
-from orchestrator.engine.face import RemoteRuns, remote_runs
+from orchestrator.engine.face import RemoteRuns
 from orchestrator.engine.settings import EngineSettings
 from orchestrator.engine.worker import Worker, serving
-from orchestrator.events import Event, RunFinished
+from orchestrator.events import ApprovalDecided, Event, RunFinished
 from orchestrator.models.scripted import ScriptedModel
-from orchestrator.runtime.host import SessionHost
-from orchestrator.runtime.runtime import Runtime
-from orchestrator.store.checkpoints import CheckpointStore
-from orchestrator.store.eventlog import EventLog
+from orchestrator.runtime.embedded import embedded_runtime
+from orchestrator.runtime.host import HostError, SessionHost
 
 pytestmark = pytest.mark.anyio
 
@@ -44,6 +42,14 @@ class Pool:
                 await anyio.sleep(0.05)
 
 
+async def _until(check: Callable[[], bool], timeout_s: float = 30) -> None:
+    with anyio.fail_after(timeout_s):
+        while True:
+            if check():
+                return
+            await anyio.sleep(0.05)
+
+
 def _script(path: Path, turns: list[dict[str, Any]]) -> Path:
     path.write_text(json.dumps({"by_history": True, "turns": turns}))
     return path
@@ -51,15 +57,16 @@ def _script(path: Path, turns: list[dict[str, Any]]) -> Path:
 
 @pytest.fixture
 async def pool(fresh_database: str, tmp_path: Path) -> AsyncIterator[Pool]:
-    settings = EngineSettings(kind="dbos", database=fresh_database)
+    settings = EngineSettings(kind="dbos", database=fresh_database, heartbeat_s=0.5, takeover_after_s=3)
     home, work = tmp_path / "home", tmp_path / "work"
     home.mkdir()
     work.mkdir()
-    async with serving(settings, home, LoomConfig(), worker_id="w1") as worker:
-        async with CheckpointStore(fresh_database) as store:
-            log = EventLog(store)
-            async with SessionHost(Runtime(log, home=home)) as face, remote_runs(settings, log) as runs:
-                yield Pool(face, runs, worker, work)
+    config = LoomConfig(engine=settings)
+    async with serving(settings, home, config, worker_id="w1") as worker:
+        # The face as `loom serve` opens it: the home's config chooses the engine.
+        async with embedded_runtime(home, config=config) as runtime, SessionHost(runtime) as face:
+            assert face.remote is not None
+            yield Pool(face, face.remote, worker, work)
 
 
 async def test_a_run_enqueued_by_the_face_is_driven_by_a_worker(pool: Pool, tmp_path: Path) -> None:
@@ -86,3 +93,33 @@ async def test_a_run_enqueued_by_the_face_is_driven_by_a_worker(pool: Pool, tmp_
     ((rid, journal),) = pool.worker.finished
     assert rid == "r_one" and not journal.recovering and journal.replayed == 0
     assert journal.ran.count("model") == 2 and journal.ran.count("tool") == 1
+
+
+async def test_an_approval_is_answered_on_the_face_and_the_worker_goes_on(pool: Pool, tmp_path: Path) -> None:
+    script = _script(
+        tmp_path / "script.json",
+        [
+            {"text": "Asking.", "tool_calls": [{"name": "fs__write", "arguments": {"path": "b.txt", "content": "x"}}]},
+            {"text": "Written."},
+        ],
+    )
+    session = await pool.face.create_session(pool.work, ScriptedModel.from_file(script), mode="ask")
+    handle = await pool.face.start_run(session.id, "write b", 10)
+    await _until(lambda: bool(pool.face.pending(session_id=session.id)))
+    (waiting,) = pool.face.pending(session_id=session.id)
+    assert waiting.tool == "fs__write" and waiting.run_id == handle.run_id
+    assert not (pool.work / "b.txt").exists()
+    assert (await pool.face.view(handle.run_id)).status == "awaiting_approval"
+    await pool.face.decide(waiting.approval_id, "approve_once", "fine", "tester")
+    with pytest.raises(HostError, match="not pending"):
+        await pool.face.decide(waiting.approval_id, "deny", "", "someone else")  # the first answer won
+    await pool.face.wait(handle.run_id, 30)
+    view = await pool.face.view(handle.run_id)
+    assert (view.status, view.final_text) == ("completed", "Written."), view
+    assert (pool.work / "b.txt").read_text() == "x"
+    events = await pool.face.runtime.log.store.read_events(session.id, run_id=handle.run_id)
+    decided = [e for e in events if isinstance(e, ApprovalDecided)]
+    assert [(d.approval_id, d.decision, d.decided_by) for d in decided] == [
+        (waiting.approval_id, "approve_once", "tester")
+    ]
+    assert not pool.face.pending(session_id=session.id)

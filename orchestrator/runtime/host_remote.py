@@ -1,0 +1,86 @@
+"""The face's view of runs that DBOS workers drive: a handle per run, kept in step with the shared store.
+
+With the DBOS engine the host (``loom serve``) drives no run itself. :meth:`SessionHost.start_run` enqueues the
+run (:class:`~orchestrator.engine.face.RemoteRuns`) and :func:`follow_remote` keeps its handle as if it ran here:
+its status, its end, and the approvals it waits for, mirrored into the face's session so that every client sees and
+answers them as it does on the embedded engine. The events come from the store, whichever worker wrote them; the
+feed (:mod:`orchestrator.engine.feed`) wakes this follower when they do, and a bounded wait covers a lost wake-up.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import anyio
+
+from orchestrator.events import ApprovalDecided, ApprovalRequested, RunFinished, RunStarted
+from orchestrator.loop.approvals import PendingApproval
+from orchestrator.runtime.runs import RunResult
+
+if TYPE_CHECKING:
+    from orchestrator.engine.face import RemoteRuns
+    from orchestrator.runtime.host_runs import RunHandle
+    from orchestrator.runtime.session import Session
+
+logger = logging.getLogger(__name__)
+
+POLL_S = 1.0
+"""The longest a follower waits without a wake-up before it reads the store again."""
+
+
+async def follow_remote(session: Session, handle: RunHandle) -> None:
+    """Follow ``handle``'s run in the store until it ends; mirror its waiting approvals into ``session``."""
+    log = session.log
+    cursor = 0
+    mirrored = session.approvals.pending
+    try:
+        while True:
+            events = await log.store.read_events(session.id, after_seq=cursor)
+            if events:
+                cursor = events[-1].seq or cursor
+            for event in events:
+                if getattr(event, "run_id", None) != handle.run_id:
+                    continue
+                if isinstance(event, RunStarted) and handle.status == "queued":
+                    handle.status = "running"
+                elif isinstance(event, ApprovalRequested):
+                    mirrored[event.approval_id] = PendingApproval(
+                        event.approval_id,
+                        session.id,
+                        event.run_id,
+                        event.call_id,
+                        event.tool,
+                        event.arguments,
+                        event.reason,
+                        event.kind,
+                    )
+                elif isinstance(event, ApprovalDecided):
+                    decided = mirrored.pop(event.approval_id, None)
+                    if decided is not None:
+                        decided.done.set()
+                elif isinstance(event, RunFinished):
+                    handle.status = event.status
+                    handle.result = RunResult(event.run_id, event.status, event.reason, event.final_text, event.steps)
+                    return
+            await log.wait_stored(session.id, POLL_S)
+    finally:
+        for approval_id in [k for k, p in mirrored.items() if p.run_id == handle.run_id]:
+            mirrored.pop(approval_id, None)
+        handle.done.set()
+
+
+async def answer_remote(remote: RemoteRuns, pending: PendingApproval, decision: str, reason: str, who: str) -> None:
+    """Send a decision on a mirrored approval to the worker holding its run; the first answer here wins."""
+    await remote.answer(pending.session_id, pending.approval_id, decision, reason, who)
+    # Decided as far as this face goes: a second answer is refused at once, and the mirror drops it when the worker
+    # records the decision.
+    pending.decision = decision  # type: ignore[assignment]
+    pending.decision_reason, pending.decided_by = reason, who
+
+
+async def cancel_remote(remote: RemoteRuns, handle: RunHandle, timeout_s: float = 10.0) -> None:
+    """Cancel the run's workflow and wait (bounded) until its worker records the end."""
+    await remote.cancel(handle.run_id)
+    with anyio.move_on_after(timeout_s):
+        await handle.done.wait()
