@@ -16,6 +16,7 @@ and a connection that broke is opened again by the next operation.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
@@ -204,20 +205,28 @@ class PostgresDatabase:
             rows.append((sid, position[sid], counts[sid], run_id, kind, ts, head, _text(call_id)))
         indexed = [_clean_statement(found) for e in events if e["type"] in INDEX_TYPES if (found := index_statement(e))]
         async with self._using("could not write to") as conn:
-            async with _pipelined(conn), conn.transaction():
-                numbered = await conn.execute(
-                    "INSERT INTO seqs (session_id, last_seq) VALUES "
-                    + ",".join(["(%s,%s)"] * len(order))
-                    + " ON CONFLICT (session_id) DO UPDATE SET last_seq = seqs.last_seq + excluded.last_seq"
-                    " RETURNING session_id, last_seq",
-                    [value for sid in order for value in (sid, counts[sid])],
-                )
-                for start in range(0, len(rows), _ROWS_PER_INSERT):
-                    chunk = rows[start : start + _ROWS_PER_INSERT]
-                    await conn.execute(_INSERT_EVENTS.replace("<values>", ",".join([_ROW] * len(chunk))), _flat(chunk))
-                for sql, params in indexed:
-                    await conn.execute(sql, params)
-                await conn.execute(_NOTIFY, (EVENTS_CHANNEL, order))
+            # BEGIN and COMMIT as statements of the pipeline: psycopg's transaction() would wait for its BEGIN.
+            try:
+                async with _pipelined(conn):
+                    await conn.execute("BEGIN")
+                    numbered = await conn.execute(
+                        "INSERT INTO seqs (session_id, last_seq) VALUES "
+                        + ",".join(["(%s,%s)"] * len(order))
+                        + " ON CONFLICT (session_id) DO UPDATE SET last_seq = seqs.last_seq + excluded.last_seq"
+                        " RETURNING session_id, last_seq",
+                        [value for sid in order for value in (sid, counts[sid])],
+                    )
+                    for start in range(0, len(rows), _ROWS_PER_INSERT):
+                        chunk = rows[start : start + _ROWS_PER_INSERT]
+                        values = ",".join([_ROW] * len(chunk))
+                        await conn.execute(_INSERT_EVENTS.replace("<values>", values), _flat(chunk))
+                    for sql, params in indexed:
+                        await conn.execute(sql, params)
+                    await conn.execute(_NOTIFY, (EVENTS_CHANNEL, order))
+                    await conn.execute("COMMIT")
+            except psycopg.Error:
+                await _roll_back(conn)
+                raise
             last = {str(sid): int(seq) for sid, seq in await numbered.fetchall()}
         return [last[row[0]] - row[2] + row[1] for row in rows]
 
@@ -345,6 +354,13 @@ async def _connect_described(url: str, *, read_only: bool, action: str) -> Conn:
 def _pipelined(conn: Conn) -> AbstractAsyncContextManager[Any]:
     """Send the statements inside without waiting for each answer (one round trip), where libpq can."""
     return conn.pipeline() if psycopg.Pipeline.is_supported() else nullcontext()
+
+
+async def _roll_back(conn: Conn) -> None:
+    """End a failed append's transaction; if even that fails, the connection is dropped (see `_using`)."""
+    if conn.info.transaction_status in (psycopg.pq.TransactionStatus.INTRANS, psycopg.pq.TransactionStatus.INERROR):
+        with contextlib.suppress(psycopg.Error):
+            await conn.execute("ROLLBACK")
 
 
 def _flat(rows: Sequence[tuple[Any, ...]]) -> list[Any]:
