@@ -8,13 +8,12 @@ the connection string they could not parse, have the password cut out of them to
 from __future__ import annotations
 
 import re
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 __all__ = ["POSTGRES_SCHEMES", "describe_pg", "is_postgres_url", "mask_url", "scrub"]
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
-_PASSWORD_IN_NETLOC = re.compile(r"^([a-z]+://[^:/@]*):([^@]*)@", re.IGNORECASE)
 _PASSWORD_IN_QUERY = re.compile(r"(password=)([^&\s]*)", re.IGNORECASE)
 
 _SHORTEST_MASKED = 3
@@ -40,28 +39,34 @@ def is_postgres_url(location: object) -> bool:
     return isinstance(location, str) and location.lower().startswith(POSTGRES_SCHEMES)
 
 
-def _password(url: str) -> str | None:
-    try:
-        found = urlsplit(url).password
-    except ValueError:
-        found = None
-    if found is None:
-        match = _PASSWORD_IN_NETLOC.match(url)
-        found = match.group(2) if match else None
-    return found or None
+def _userinfo(url: str) -> tuple[int, int] | None:
+    """Where the password of ``url``'s ``user:password@`` part begins and ends, if it has one.
+
+    By hand rather than with `urllib.parse`: a password with an unescaped ``@`` or ``/`` (which libpq accepts)
+    must still be found whole. The authority ends at the last ``@`` before the query.
+    """
+    scheme_end = url.find("://")
+    if scheme_end < 0:
+        return None
+    start = scheme_end + 3
+    query = url.find("?", start)
+    at = url.rfind("@", start, query if query >= 0 else len(url))
+    colon = url.find(":", start, at) if at >= 0 else -1
+    return (colon + 1, at) if colon >= 0 else None
 
 
 def mask_url(url: str) -> str:
     """``url`` with its password (in the authority or a ``password=`` parameter) shown as ``***``."""
-    masked = _PASSWORD_IN_NETLOC.sub(r"\1:***@", url, count=1)
+    span = _userinfo(url)
+    masked = url if span is None else url[: span[0]] + "***" + url[span[1] :]
     return _PASSWORD_IN_QUERY.sub(r"\1***", masked)
 
 
 def scrub(text: str, url: str) -> str:
     """``text`` with every appearance of ``url``'s password (raw or percent-decoded) replaced by ``***``."""
     text = text.replace(url, mask_url(url))
-    password = _password(url)
-    found = [password] if password else []
+    span = _userinfo(url)
+    found = [url[span[0] : span[1]]] if span is not None and span[1] > span[0] else []
     found += [match.group(2) for match in _PASSWORD_IN_QUERY.finditer(url)]
     for form in {f for raw in found for f in (raw, unquote(raw))}:
         # A password of a character or two would blank out letters all over the message, and says little.

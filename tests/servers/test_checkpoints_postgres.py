@@ -195,3 +195,17 @@ async def test_both_backends_store_the_same_text_for_the_same_events(module_data
     finally:
         await sqlite.close()
         await postgres.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://u:p@ss/w@host:5/db", "postgresql://u:***@host:5/db"),  # unescaped @ and / in the password
+        ("postgresql://u:pw@h/d?password=zzz&x=1", "postgresql://u:***@h/d?password=***&x=1"),
+        ("postgresql://u:pw@h/d?application_name=a@b", "postgresql://u:***@h/d?application_name=a@b"),
+        ("postgresql://u@[::1]:5432/db", "postgresql://u@[::1]:5432/db"),
+        ("postgres://host:5432/db", "postgres://host:5432/db"),
+    ],
+)
+def test_a_url_is_shown_with_every_password_masked_and_nothing_else_changed(url: str, shown: str) -> None:
+    assert mask_url(url) == shown
