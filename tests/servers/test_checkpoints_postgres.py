@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -209,3 +210,20 @@ async def test_both_backends_store_the_same_text_for_the_same_events(module_data
 )
 def test_a_url_is_shown_with_every_password_masked_and_nothing_else_changed(url: str, shown: str) -> None:
     assert mask_url(url) == shown
+
+
+async def test_appends_cancelled_midway_leave_the_connection_and_the_numbering_whole(module_database: str) -> None:
+    db = await PostgresDatabase.open(module_database)
+    try:
+        for delay in (0.0, 0.001, 0.003, 0.01):
+            with anyio.move_on_after(delay):
+                async with anyio.create_task_group() as tg:
+                    for n in range(5):
+                        tg.start_soon(db.append, [notice("x_s", f"{delay}-{n}-{k}") for k in range(20)])
+        (last,) = await db.append([notice("x_s", "after")])
+        stored = [json.loads(body) for body in await db.read_events("x_s")]
+    finally:
+        await db.close()
+    assert [e["seq"] for e in stored] == list(range(1, last + 1))
+    batches = Counter(e["text"].rsplit("-", 1)[0] for e in stored[:-1])
+    assert set(batches.values()) <= {20}  # every cancelled batch is there whole or not at all
