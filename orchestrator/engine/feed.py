@@ -250,12 +250,15 @@ class LivePublisher:
         assert self._tg is not None
         if self.log.live_sink == self.offer:
             self.log.live_sink = None
-        if self._queue:
-            self._flushed = anyio.Event()
-            with anyio.move_on_after(1.0):  # what is queued goes out, if the database takes it soon
-                await self._flushed.wait()
-        self._tg.cancel_scope.cancel()
-        return await self._tg.__aexit__(exc_type, exc, tb)
+        try:
+            if self._queue:
+                self._flushed = anyio.Event()
+                with anyio.move_on_after(1.0):  # what is queued goes out, if the database takes it soon
+                    await self._flushed.wait()
+            self._tg.cancel_scope.cancel()
+            return await self._tg.__aexit__(exc_type, exc, tb)
+        finally:
+            _publisher_pids.get(self.log, set()).discard(self._pid)  # a later connection may be given this pid
 
     def offer(self, event: Event) -> None:
         """Queue ``event`` to be sent; never blocks the caller (the run's loop).

@@ -264,12 +264,18 @@ class EventLog:
 
         The event also goes to :attr:`live_sink`, when there is one.
         """
-        self.receive_live(event)
+        if isinstance(event, TextDelta | ToolCallDelta):
+            self._note_live(event)
+        elif isinstance(event, ToolProgress):
+            self._progress.setdefault(event.session_id, {})[event.call_id] = event
+        self._publish((event,))
+        self._notify(event.session_id)
         if self.live_sink is not None:
             self.live_sink(event)
 
     def receive_live(self, event: Event) -> None:
         """Publish a live event another process published, as :meth:`publish_live` does, but to no sink."""
+        # publish_live's body, repeated rather than called: a delta's cost in the embedded loop stays what it was.
         if isinstance(event, TextDelta | ToolCallDelta):
             self._note_live(event)
         elif isinstance(event, ToolProgress):
@@ -410,8 +416,11 @@ class EventLog:
                 reports.pop(getattr(event, "call_id", ""), None)
                 if not reports:
                     del self._progress[sid]
-        for sid in touched:
-            self._wake(sid)
+        for sid in touched:  # _wake, inlined: this runs for every stored batch
+            self._notify(sid)
+            stored = self._stored_watches.pop(sid, None)
+            if stored is not None:
+                stored.set()
 
     def _hold(self, event: Event) -> None:
         sid = event.session_id
