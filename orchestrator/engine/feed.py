@@ -1,7 +1,7 @@
 """The feed between processes over a shared Postgres database: what another process stored or streamed.
 
 On the DBOS engine the face (``loom serve``) did not write what it serves: a worker stored the run's events and
-streamed its text. Two channels tell it (see /tmp/brief/contract18.md, "Architecture"):
+streamed its text. Two channels tell it:
 
 - ``loom_events``: every append transaction of the Postgres store notifies ``'<session_id>:<last_seq>'`` per
   session it wrote, on commit. :class:`RemoteFeed` passes each to :meth:`EventLog.note_remote`, which brings what
@@ -65,7 +65,17 @@ class FeedError(Exception):
 
 async def _connect(url: str, action: str) -> psycopg.AsyncConnection[tuple[object, ...]]:
     try:
-        return await psycopg.AsyncConnection.connect(url, autocommit=True)
+        # TCP keepalives: a connection cut without a word (a network partition) is noticed in about 25 s, not hours.
+        return await psycopg.AsyncConnection.connect(
+            url,
+            autocommit=True,
+            connect_timeout=10,
+            application_name="loom-feed",
+            keepalives=1,
+            keepalives_idle=10,
+            keepalives_interval=5,
+            keepalives_count=3,
+        )
     except psycopg.Error as exc:
         raise FeedError(describe_pg(action, url, exc)) from None
 

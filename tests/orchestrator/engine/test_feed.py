@@ -96,6 +96,7 @@ async def test_a_follower_of_the_face_sees_what_the_worker_stored_and_a_reader_o
                 assert not y_woken.is_set()  # x's events woke no reader of y
                 held = face.stored_since("x", 2, 10)  # what the feed read for the follower is held for the next one
                 assert held is not None and [e.seq for e in held] == [3, 4, 5]
+                assert face.last_seq("x") == 5  # not the 2 it appended itself
                 await worker.append(Notice(session_id="y", text="for y"))
                 with anyio.fail_after(DELIVERY_S):
                     await y_woken.wait()
