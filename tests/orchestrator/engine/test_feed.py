@@ -18,6 +18,7 @@ import psycopg
 import pytest
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectSendStream
+from mcp.server.subscriptions import InMemorySubscriptionBus, ResourceUpdated, ServerEvent
 
 from orchestrator.engine.feed import (
     MAX_PAYLOAD_BYTES,
@@ -29,6 +30,7 @@ from orchestrator.engine.feed import (
 )
 from orchestrator.events import Event, Notice, SessionCreated, TextDelta, ToolCallDelta, ToolProgress
 from orchestrator.face.live import read_page
+from orchestrator.face.subscriptions import Watches
 from orchestrator.store.checkpoints import CheckpointStore
 from orchestrator.store.eventlog import EventLog
 
@@ -101,6 +103,30 @@ async def test_a_follower_of_the_face_sees_what_the_worker_stored_and_a_reader_o
                 with anyio.fail_after(DELIVERY_S):
                     await y_woken.wait()
                 tg.cancel_scope.cancel()
+
+
+async def test_a_subscriber_of_the_face_is_told_of_each_burst_the_worker_stored(fresh_database: str) -> None:
+    async with two_logs(fresh_database) as (worker, face), RemoteFeed(fresh_database, face):
+        await worker.append(SessionCreated(session_id="x", cwd="/", model="m"))
+        bus = InMemorySubscriptionBus()
+        updates = anyio.Event()
+        told: list[str] = []
+
+        def listen(event: ServerEvent) -> None:
+            if isinstance(event, ResourceUpdated):
+                told.append(event.uri)
+                updates.set()
+
+        bus.subscribe(listen)
+        async with anyio.create_task_group() as tg:
+            await Watches(face, bus, tg).add("loom://sessions/x/state", None)
+            for n in range(2):
+                await worker.append(Notice(session_id="x", text=f"burst {n}"))
+                with anyio.fail_after(DELIVERY_S):
+                    await updates.wait()
+                updates = anyio.Event()
+            assert told == ["loom://sessions/x/state"] * 2
+            tg.cancel_scope.cancel()
 
 
 async def test_live_text_reaches_the_faces_followers_whole_and_once_even_when_split(fresh_database: str) -> None:
