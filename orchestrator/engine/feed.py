@@ -80,6 +80,13 @@ async def _connect(url: str, action: str) -> psycopg.AsyncConnection[tuple[objec
         raise FeedError(describe_pg(action, url, exc)) from None
 
 
+async def _close(conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
+    # Shielded and bounded: closing as the feed is cancelled must still happen (a cancelled close leaves the
+    # connection open until the collector finds it), and a dead server must not hold the face's exit.
+    with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+        await conn.close()
+
+
 def _backoff() -> Iterator[float]:
     yield from BACKOFF_S
     while True:
@@ -131,11 +138,12 @@ class RemoteFeed:
     async def _run(self, conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
         while True:
             try:
-                async with conn:
-                    async for note in conn.notifies():
-                        await self._take(note.channel, note.payload, note.pid)
+                async for note in conn.notifies():
+                    await self._take(note.channel, note.payload, note.pid)
             except psycopg.Error as exc:
                 log.warning("%s; reconnecting", describe_pg("lost the feed from", self.url, exc))
+            finally:
+                await _close(conn)
             # Reports may have been missed: memory stops vouching now, and readers catch up once listening again.
             self.log.note_remote_gap()
             self.connected = anyio.Event()
@@ -298,10 +306,11 @@ class LivePublisher:
     async def _run(self, conn: psycopg.AsyncConnection[tuple[object, ...]]) -> None:
         while True:
             try:
-                async with conn:
-                    await self._send(conn)
+                await self._send(conn)
             except psycopg.Error as exc:
                 log.warning("%s; reconnecting", describe_pg("lost live publishing to", self.url, exc))
+            finally:
+                await _close(conn)
             for wait in _backoff():
                 await anyio.sleep(wait)
                 try:

@@ -339,6 +339,16 @@ class WorkerPool:
             {"n": len(recovered), "dead": dead, "me": self.worker_id},
         )
 
+    async def leave(self) -> None:
+        """Record this worker's stop at once (``left`` when runs are pending under it) and close the connection.
+
+        For a worker that exits without unwinding (``loom worker`` stopped mid-run): its runs stay pending in DBOS
+        and the next live worker takes them over without waiting for the heartbeat to go stale.
+        """
+        with anyio.CancelScope(shield=True):
+            await self._mark_stopped()
+            await self._close()
+
     async def _mark_stopped(self) -> None:
         # Called after DBOS is destroyed in this process: its runs still PENDING under this id were cut short, and
         # are left to the next worker to look (state 'left'), rather than wait for this id to come back.

@@ -9,7 +9,10 @@ of the other workers (whose runs it takes over when they die) are :mod:`orchestr
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
+import os
+import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,10 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 from dbos import DBOS
-from dbos._error import DBOSWorkflowCancelledError
 
 from orchestrator.context.history import rebuild_history
-from orchestrator.engine.dbos_private import recover_executors
+from orchestrator.engine.dbos_private import WorkflowCancelled, recover_executors
 from orchestrator.engine.dbos_steps import DBOSSteps, NeedsReview
 from orchestrator.engine.feed import LivePublisher
 from orchestrator.engine.journal import JournalledEventLog, ReplayDiverged, RunJournal, journalling
@@ -28,7 +30,7 @@ from orchestrator.engine.pool import WorkerPool
 from orchestrator.engine.version import LOOP_VERSION
 from orchestrator.engine.waits import DurableWaiter
 from orchestrator.engine.workflow import QUEUE, QUEUE_POLL_S, dbos_config, serve_runs
-from orchestrator.events import Event, Notice, RunFinished, RunStarted, event_run_id
+from orchestrator.events import Event, Notice, RunFinished, RunStarted, SessionCreated, event_run_id
 from orchestrator.loop.approvals import approved_for_session
 from orchestrator.loop.resume import needs_review_reason
 from orchestrator.runtime.owner import WORKER_OWNER
@@ -53,9 +55,11 @@ class Held:
 class Worker:
     """One worker process's side of the ``loom_run`` workflow."""
 
-    def __init__(self, host: SessionHost, worker_id: str) -> None:
+    def __init__(self, host: SessionHost, worker_id: str, pool: WorkerPool | None = None) -> None:
         self.host = host
         self.worker_id = worker_id
+        self.pool = pool
+        """This worker's membership of the pool (None in a process that only executes, as some tests do)."""
         self.held: dict[str, Held] = {}
         """The runs being executed here, by id (what the pool reports, and what a test watches)."""
         self.finished: list[tuple[str, RunJournal]] = []
@@ -71,6 +75,10 @@ class Worker:
         log = self.host.runtime.log
         session = await self.host.session(session_id)
         events = await log.store.read_events(session_id)
+        created = events[0] if events and isinstance(events[0], SessionCreated) else None
+        if created is not None and created.headless and not session.approvals.headless:
+            # Opened headless by its face (`loom run`): nobody answers its approvals here either.
+            session.approvals.bounds = dataclasses.replace(session.approvals.bounds, headless=True)
         mine = [e for e in events if event_run_id(e) == run_id]
         ended = next((e for e in mine if isinstance(e, RunFinished)), None)
         if ended is not None:  # its end is on record: a duplicate execution has nothing left to do
@@ -99,7 +107,7 @@ class Worker:
                 first = group.exceptions[0]
                 assert isinstance(first, NeedsReview)
                 stopped = ("needs_review", needs_review_reason([first.use]))
-            except* DBOSWorkflowCancelledError:
+            except* WorkflowCancelled:
                 stopped = ("cancelled", "cancelled")
             if stopped is not None:
                 return await self._end(session_id, run_id, *stopped)
@@ -187,7 +195,7 @@ async def serving(
             loop=config.loop,
         )
         host = await stack.enter_async_context(SessionHost(runtime, limits=config.sessions))
-        worker = Worker(host, worker_id)
+        worker = Worker(host, worker_id, pool)
         serve_runs(worker)
         DBOS(config=dbos_config(settings, executor_id=worker_id))
         try:
@@ -242,4 +250,18 @@ async def run_worker(
                 f"loom worker {worker.worker_id}: joined the pool on {settings.shown_database}, "
                 f"up to {limit} runs at a time"
             )
-        await anyio.sleep_forever()
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            if worker.held and worker.pool is not None:
+                # Unwinding would cancel the runs' workflows, which DBOS then records as cancelled for good. Leave
+                # them pending instead, as a crash would, and tell the pool, so another worker takes them at once.
+                held = len(worker.held)
+                await worker.pool.leave()
+                sys.stderr.write(
+                    f"loom worker {worker.worker_id}: stopped with {held} run(s) in progress; "
+                    "another worker takes them over\n"
+                )
+                sys.stderr.flush()
+                os._exit(0)
+            raise
