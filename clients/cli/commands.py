@@ -94,7 +94,7 @@ def export(run_id: str) -> int:
     except peek.ReadFailed as exc:
         return _fail(str(exc), EXIT_FAILED)
     if found is None:
-        return _fail(f"no run {run_id!r} in {home}; `loom runs` lists them")
+        return _fail(f"no run {run_id!r} in {peek.shown_store(home)}; `loom runs` lists them")
     from orchestrator.events import EVENT_ADAPTER
 
     # Parsed and dumped again, so that each line carries its seq as the face's events do.
@@ -102,39 +102,42 @@ def export(run_id: str) -> int:
 
 
 def list_runs(limit: int) -> int:
-    """``loom runs``: recent runs, newest first, under a header line."""
+    """``loom runs``: recent runs, newest first, under a header line (on the dbos engine, from its database)."""
     from orchestrator.home import loom_home
     from orchestrator.store import peek
 
     home = loom_home()
     try:
+        database = peek.engine_database(home)
         runs = peek.list_runs(home, limit)
     except peek.ReadFailed as exc:
         return _fail(str(exc), EXIT_FAILED)
     if not runs:
-        sys.stderr.write(f"loom: no runs yet in {home}\n")
+        sys.stderr.write(f"loom: no runs yet in {peek.shown_store(home)}\n")
         return EXIT_OK
-    return write_out(runs_table(runs))
+    # The dbos engine's runs go from worker to worker: the listing says who holds each.
+    return write_out(runs_table(runs, owners=database is not None))
 
 
 _REASON_WIDTH = 80
 
 
-def runs_table(runs: Sequence[RunRow]) -> str:
+def runs_table(runs: Sequence[RunRow], *, owners: bool = False) -> str:
     """The ``loom runs`` listing: a header line, then one aligned line per run.
 
-    A reason longer than the column is cut with a visible ``…``; ``loom trace RUN`` shows it whole.
+    A reason longer than the column is cut with a visible ``…``; ``loom trace RUN`` shows it whole. With ``owners``
+    (the dbos engine) an OWNER column after STATUS says which worker holds each run (``worker ID``, ``queued``, ``-``).
     """
     import time
 
-    rows = [("RUN", "STARTED", "STATUS", "MODEL", "REASON")]
+    rows = [("RUN", "STARTED", "STATUS", *(("OWNER",) if owners else ()), "MODEL", "REASON")]
     for r in runs:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started))
         status = r.shown_status
         reason = " ".join(r.shown_reason.split()) if status != "completed" else ""
         if len(reason) > _REASON_WIDTH:
             reason = reason[: _REASON_WIDTH - 1] + "…"
-        rows.append((r.id, when, status, r.model, reason))
+        rows.append((r.id, when, status, *((r.shown_owner,) if owners else ()), r.model, reason))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)] + [0]
     lines = ("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
     return "".join(line + "\n" for line in lines)

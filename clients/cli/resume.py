@@ -27,7 +27,7 @@ def resume(args: argparse.Namespace) -> int:
     from clients.cli.driving import EXIT_CODES, fail, watch_run, with_client
     from clients.loom import daemon_running
     from orchestrator.config import loom_home
-    from orchestrator.home import DB_NAME
+    from orchestrator.store import peek
 
     quiet_logging()
     render: Callable[[Event], None] = JsonRenderer() if args.json else TerminalRenderer()
@@ -37,8 +37,12 @@ def resume(args: argparse.Namespace) -> int:
         _hint(event)
 
     home = loom_home()
-    if not daemon_running(home) and not (home / DB_NAME).is_file():  # reading must not create a database
-        return fail(f"no run {args.run_id!r} in {home}; `loom runs` lists them")
+    try:
+        location = peek.store_location(home)  # the dbos engine's database, else the file under the home
+    except peek.ReadFailed as exc:
+        return fail(str(exc))
+    if not daemon_running(home) and not isinstance(location, str) and not location.is_file():
+        return fail(f"no run {args.run_id!r} in {home}; `loom runs` lists them")  # reading must not create a file
 
     async def main(client: LoomClient) -> int:
         before = await client.get_run(args.run_id)

@@ -42,21 +42,31 @@ async def collect(client: LoomClient, run_id: str) -> tuple[dict[str, Any], list
 def from_store(home: Path, run_id: str) -> tuple[dict[str, Any], list[Event]] | None:
     """The run (by id or unique prefix) and its session's events, read from the database; None if no such run.
 
+    On the dbos engine the database is the shared Postgres one, read through the checkpoints server.
+
     Raises:
         orchestrator.store.peek.Unreadable: not a database the peek reads; ask the face instead.
+        orchestrator.store.peek.ReadFailed: the dbos engine's database cannot be read.
     """
     from orchestrator.store import peek
 
-    found = peek.find_run(home, run_id)
-    if found is None:
-        return None
+    try:
+        found = peek.find_run(home, run_id)
+        if found is None:
+            return None
+        bodies = peek.session_events(home, found.session_id)
+    except peek.OnServer:
+        stored = peek.run_events(home, run_id, whole_session=True)
+        if stored is None:
+            return None
+        found, bodies = stored
     run = {"run_id": found.id, "session_id": found.session_id, "status": found.shown_status}
-    return run, [EVENT_ADAPTER.validate_json(body) for body in peek.session_events(home, found.session_id)]
+    return run, [EVENT_ADAPTER.validate_json(body) for body in bodies]
 
 
 def trace(run_id: str, jsonl: bool) -> int:
     """``loom trace RUN [--jsonl]``: 0, 2 for an unknown run (or a face's refusal), 1 if the store failed."""
-    from clients.cli.exits import EXIT_USAGE
+    from clients.cli.exits import EXIT_FAILED, EXIT_USAGE
     from orchestrator.daemon.discovery import read_discovery
     from orchestrator.home import loom_home
     from orchestrator.store import peek
@@ -67,8 +77,11 @@ def trace(run_id: str, jsonl: bool) -> int:
         found = from_store(home, run_id) if read_discovery(home) is None else _through_face(run_id)
     except peek.Unreadable:  # not a file the peek reads: the face's store migrates it, or says why not
         found = _through_face(run_id)
+    except peek.ReadFailed as exc:
+        sys.stderr.write(f"loom: error: {exc}\n")
+        return EXIT_FAILED
     if found is None:
-        sys.stderr.write(f"loom: error: no run {run_id!r} in {home}; `loom runs` lists them\n")
+        sys.stderr.write(f"loom: error: no run {run_id!r} in {peek.shown_store(home)}; `loom runs` lists them\n")
         return EXIT_USAGE
     if isinstance(found, int):  # the face said why
         return found

@@ -67,20 +67,37 @@ async def embedded_runtime(
                 )
 
 
-async def find_run(home: Path, run_id: str) -> tuple[RunRecord, list[Event]] | None:
-    """A run (by id or unique prefix) and its events, or None."""
-    if not (home / DB_NAME).is_file():
+async def find_run(home: Path, run_id: str, *, whole_session: bool = False) -> tuple[RunRecord, list[Event]] | None:
+    """A run (by id or unique prefix) and its events (its whole session's with ``whole_session``), or None.
+
+    The store is the one ``home``'s config chooses: the dbos engine's Postgres database, else ``home/loom.db``.
+
+    Raises:
+        orchestrator.store.peek.ReadFailed: the home's engine setting cannot be used.
+        orchestrator.store.interface.StoreError: the store cannot be read.
+    """
+    location = _stored_at(home)
+    if location is None:
         return None  # reading must not create an empty database
-    async with CheckpointStore(home / DB_NAME) as store:
+    async with CheckpointStore(location) as store:
         run = await store.get_run(run_id) or await store.find_run(run_id)
         if run is None:
             return None
-        return run, await store.read_events(run.session_id, run_id=run.id)
+        return run, await store.read_events(run.session_id, run_id=None if whole_session else run.id)
 
 
 async def recent_runs(home: Path, limit: int) -> list[RunRecord]:
-    """The most recent runs, newest first."""
-    if not (home / DB_NAME).is_file():
+    """The most recent runs, newest first, from the store ``home``'s config chooses (as :func:`find_run`)."""
+    location = _stored_at(home)
+    if location is None:
         return []
-    async with CheckpointStore(home / DB_NAME) as store:
+    async with CheckpointStore(location) as store:
         return await store.list_runs(limit=limit)
+
+
+def _stored_at(home: Path) -> Path | str | None:
+    """The store to read ``home``'s runs from, or None when it is a SQLite file not made yet."""
+    from orchestrator.store.peek import store_location
+
+    location = store_location(home)
+    return None if isinstance(location, Path) and not location.is_file() else location

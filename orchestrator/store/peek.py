@@ -13,18 +13,24 @@ The reads mirror the server's ``list_runs``, ``get_run``, ``find_run`` and ``rea
 
 This is the one part of the store a client imports (``loom runs``, ``trace`` and ``export`` in
 :mod:`clients.cli`): everything else a client does goes through the face.
+
+On the dbos engine (``"engine": {"kind": "dbos", ...}`` in ``$LOOM_HOME/config.json``) the store is the shared
+Postgres database, not a file: the reads raise :class:`OnServer` (an :class:`Unreadable`), and :func:`list_runs`
+and :func:`run_events` read that database through the checkpoints server, adding who holds each run now from
+DBOS's own record (:func:`live_holders`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from orchestrator.home import DB_NAME
-from orchestrator.runtime.owner import owner_alive
+from orchestrator.runtime.owner import WORKER_OWNER, owner_alive
 from orchestrator.store.session_view import clean_title, session_status
 
 if TYPE_CHECKING:
@@ -33,16 +39,21 @@ if TYPE_CHECKING:
 __all__ = [
     "DB_NAME",
     "KNOWN_SCHEMAS",
+    "OnServer",
     "ReadFailed",
     "RunRow",
     "Unreadable",
     "SessionRow",
+    "engine_database",
     "find_run",
     "list_runs",
+    "live_holders",
     "recent_sessions",
     "recent_runs",
     "run_events",
     "session_events",
+    "shown_store",
+    "store_location",
 ]
 
 
@@ -58,8 +69,65 @@ class Unreadable(Exception):
     """The file is not one this module can read (unknown schema, locked, damaged); ask the server instead."""
 
 
+class OnServer(Unreadable):
+    """The store is the dbos engine's Postgres database, which only the checkpoints server reads."""
+
+
 class ReadFailed(Exception):
     """The store could not be read at all; the message says why (and what to do)."""
+
+
+def engine_database(home: Path) -> str | None:
+    """The dbos engine's database URL (``${VAR}`` expanded) when ``home``'s config chooses it, else None.
+
+    Only ``$LOOM_HOME/config.json`` can choose the engine (a project's config cannot), so only that file is read;
+    a file that does not mention ``"engine"`` costs one read and no import, which keeps ``loom runs`` fast.
+
+    Raises:
+        ReadFailed: the file names an engine that cannot be used (the message names the file and the key).
+    """
+    path = home / "config.json"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None  # a missing file is the embedded default; an unreadable one, `loom run` reports itself
+    if '"engine"' not in text:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ReadFailed(f"{path}: not valid JSON ({exc}); fix it, since its engine says where the runs are") from exc
+    if not isinstance(data, dict) or "engine" not in data:
+        return None
+    from orchestrator.engine.settings import EngineSettingsError, parse_engine
+
+    try:
+        settings = parse_engine(data["engine"], f"{path}: engine")
+    except EngineSettingsError as exc:
+        raise ReadFailed(str(exc)) from exc
+    return settings.database if settings.distributed else None
+
+
+def store_location(home: Path) -> Path | str:
+    """Where ``home``'s runs are stored: the dbos engine's database URL, else the SQLite file under ``home``.
+
+    Raises:
+        ReadFailed: as :func:`engine_database`.
+    """
+    return engine_database(home) or home / DB_NAME
+
+
+def shown_store(home: Path) -> str:
+    """Where ``home``'s runs are, fit to print: the home, or the dbos engine's database with its password masked."""
+    try:
+        database = engine_database(home)
+    except ReadFailed:
+        return str(home)
+    if database is None:
+        return str(home)
+    from orchestrator.engine.settings import mask_url
+
+    return mask_url(database)
 
 
 class RunRow(NamedTuple):
@@ -73,6 +141,25 @@ class RunRow(NamedTuple):
     reason: str
     model: str
     owner: str
+    held_by: str | None = None
+    """Who holds it by DBOS's record (:func:`live_holders`): a worker id, ``""`` while queued, None when unknown."""
+
+    @property
+    def worker(self) -> str | None:
+        """The worker that holds the run (or held it last) on the dbos engine, ``""`` while none has; else None."""
+        if self.held_by is not None:
+            return self.held_by
+        if self.owner.startswith(WORKER_OWNER):
+            return self.owner[len(WORKER_OWNER) :]
+        return None
+
+    @property
+    def shown_owner(self) -> str:
+        """``loom runs``' OWNER cell: ``worker ID``, ``queued`` while no worker has taken it, else ``-``."""
+        worker = self.worker
+        if worker:
+            return f"worker {worker}"
+        return "queued" if worker == "" and self.status in _STILL_GOING else "-"
 
     @property
     def shown_status(self) -> str:
@@ -133,7 +220,14 @@ def _reading(home: Path, oldest: int = KNOWN_SCHEMAS.start) -> Iterator[sqlite3.
 
     Raises:
         Unreadable: the file cannot be opened or has a schema this module does not know (or older than ``oldest``).
+        OnServer: the store is the dbos engine's Postgres database.
     """
+    try:
+        database = engine_database(home)
+    except ReadFailed as exc:
+        raise Unreadable(str(exc)) from exc
+    if database is not None:
+        raise OnServer("the dbos engine's store is a Postgres database")
     path = home / DB_NAME
     if not path.is_file():
         yield None
@@ -270,6 +364,8 @@ def session_events(home: Path, session_id: str, run_id: str | None = None) -> li
 def list_runs(home: Path, limit: int) -> list[RunRow]:
     """:func:`recent_runs`, from the checkpoints server when the file is not one this module reads.
 
+    On the dbos engine each run also carries who holds it now (:attr:`RunRow.held_by`).
+
     Raises:
         ReadFailed: the server cannot read it either.
     """
@@ -281,21 +377,71 @@ def list_runs(home: Path, limit: int) -> list[RunRow]:
         return anyio.run(_server_runs, home, limit)
 
 
-def run_events(home: Path, run_id: str) -> tuple[RunRow, list[str]] | None:
+def run_events(home: Path, run_id: str, *, whole_session: bool = False) -> tuple[RunRow, list[str]] | None:
     """The run with this id (or unique prefix) and its stored events' JSON, or None.
 
     Like :func:`list_runs`, it asks the checkpoints server when the file is not one this module reads.
+
+    Args:
+        home: the Loom home.
+        run_id: the run's id or a unique prefix of it.
+        whole_session: the events of the run's whole session (as ``loom trace`` reads them), not the run's alone.
 
     Raises:
         ReadFailed: the server cannot read it either.
     """
     try:
         found = find_run(home, run_id)
-        return (found, session_events(home, found.session_id, found.id)) if found is not None else None
+        if found is None:
+            return None
+        return found, session_events(home, found.session_id, None if whole_session else found.id)
     except Unreadable:
         import anyio
 
-        return anyio.run(_server_run, home, run_id)
+        return anyio.run(_server_run, home, run_id, whole_session)
+
+
+async def live_holders(database: str, run_ids: list[str]) -> dict[str, tuple[str, str]]:
+    """Who DBOS records as executing each of these runs: ``{run id: (executor id, workflow status)}``.
+
+    DBOS's ``workflow_status`` is the truth on who holds a run now (after a takeover the run's stored ``owner`` still
+    names the worker that started it). One query; best effort: when DBOS's tables are not there yet or the query
+    fails, the answer is empty and the stored owners stand.
+    """
+    if not run_ids:
+        return {}
+    import anyio
+    import psycopg
+
+    try:
+        with anyio.fail_after(5):
+            async with await psycopg.AsyncConnection.connect(database, autocommit=True, connect_timeout=5) as conn:
+                found = await conn.execute("SELECT to_regclass('dbos.workflow_status')")
+                row = await found.fetchone()
+                if row is None or row[0] is None:
+                    return {}  # no worker has launched on this database yet
+                cur = await conn.execute(
+                    "SELECT workflow_uuid, executor_id, status FROM dbos.workflow_status WHERE workflow_uuid = ANY(%s)",
+                    (run_ids,),
+                )
+                return {str(r[0]): (str(r[1] or ""), str(r[2] or "")) for r in await cur.fetchall()}
+    except (psycopg.Error, OSError, TimeoutError):
+        return {}
+
+
+def _held(row: RunRow, live: dict[str, tuple[str, str]]) -> RunRow:
+    """``row`` with DBOS's word on who holds it, where DBOS has one."""
+    found = live.get(row.id)
+    if found is None:
+        return row
+    executor, status = found
+    if status == "ENQUEUED":  # on the queue (new, or re-enqueued by a takeover): no worker holds it
+        return row._replace(held_by="")
+    # Running, or ended: the executor that ran it last (the one that took it over, if any). A run no worker ever
+    # started (cancelled while queued) keeps its stored owner: DBOS's executor then names no worker.
+    if executor and (status == "PENDING" or row.worker):
+        return row._replace(held_by=executor)
+    return row
 
 
 async def _server_runs(home: Path, limit: int) -> list[RunRow]:
@@ -303,20 +449,31 @@ async def _server_runs(home: Path, limit: int) -> list[RunRow]:
     from orchestrator.store.interface import StoreError
 
     try:
-        return [_row(r) for r in await server_runs(home, limit)]
+        rows = [_row(r) for r in await server_runs(home, limit)]
     except StoreError as exc:
         raise ReadFailed(str(exc)) from exc
+    database = engine_database(home)
+    if database is None:
+        return rows
+    live = await live_holders(database, [r.id for r in rows])
+    return [_held(r, live) for r in rows]
 
 
-async def _server_run(home: Path, run_id: str) -> tuple[RunRow, list[str]] | None:
+async def _server_run(home: Path, run_id: str, whole_session: bool = False) -> tuple[RunRow, list[str]] | None:
     from orchestrator.runtime.embedded import find_run as server_find
     from orchestrator.store.interface import StoreError
 
     try:
-        stored = await server_find(home, run_id)
+        stored = await server_find(home, run_id, whole_session=whole_session)
     except StoreError as exc:
         raise ReadFailed(str(exc)) from exc
-    return (_row(stored[0]), [e.model_dump_json() for e in stored[1]]) if stored is not None else None
+    if stored is None:
+        return None
+    row = _row(stored[0])
+    database = engine_database(home)
+    if database is not None:
+        row = _held(row, await live_holders(database, [row.id]))
+    return row, [e.model_dump_json() for e in stored[1]]
 
 
 def _row(r: RunRecord) -> RunRow:
