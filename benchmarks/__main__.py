@@ -35,6 +35,7 @@ from benchmarks import (
     context,
     crowd,
     delegate,
+    engine,
     keepalive,
     live,
     loop,
@@ -144,6 +145,7 @@ GROUPS = (
     "attach",
     "tui",
     "subagents",
+    "engine",
 )
 """The benchmark groups, in the order they run; ``--only`` picks some."""
 
@@ -180,6 +182,8 @@ def _groups(plan: Plan, tmp: Path, quick: bool) -> list[tuple[str, Callable[[], 
         ("tui", lambda: anyio.run(tui.measure, where("tui"), quick)),
         # Issue 15: children through the subagents server on a daemon, alone and 20 at once.
         ("subagents", lambda: subagents.measure(where("subagents"), quick=quick)),
+        # Issue 18: the DBOS engine over a private Postgres cluster (skipped, saying so, without Postgres).
+        ("engine", lambda: engine.measure(where("engine"), quick=quick)),
     ]
     assert tuple(name for name, _ in groups) == GROUPS
     return groups
