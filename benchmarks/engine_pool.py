@@ -2,9 +2,10 @@
 
 Workers are real ``loom worker --id ID`` processes of this venv, stopped with SIGTERM after and SIGKILLed if they
 linger, on every way out; they share this process's group, so a Ctrl-C or a timeout that signals the group
-reaches them too. The face is this process (``embedded_runtime`` over the
-home whose ``config.json`` chooses the dbos engine, as ``loom serve`` opens it, and a ``SessionHost`` whose
-``start_run`` enqueues). Workers and face share one home and one fresh database per figure.
+reaches them too. Should this process be SIGKILLed, the cluster's watchdog (:mod:`tests.pg`) stops Postgres and a
+worker that cannot record its heartbeat stops by itself (11 s after, measured). The face is this process
+(``embedded_runtime`` over the home whose ``config.json`` chooses the dbos engine, as ``loom serve`` opens it, and
+a ``SessionHost`` whose ``start_run`` enqueues). Workers and face share one home and one fresh database per figure.
 
 * throughput (:func:`measure_throughput`): 50 scripted sessions, one run each of a few ``fs__read`` steps, all
   enqueued at once; the wall time from the first ``start_run`` to the last run's end seen by the face, on one worker

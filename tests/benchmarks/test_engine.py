@@ -1,6 +1,6 @@
 """Smoke tests of benchmarks/engine.py: the arithmetic of its figures, and (``--long``) the whole group in quick mode.
 
-The whole group starts its own Postgres cluster, three ``loom worker`` processes and SIGKILLs one: about 75 s on
+The whole group starts its own Postgres cluster, five ``loom worker`` processes and SIGKILLs one: 75-100 s on
 2 cores, so it runs in long mode only (``pytest --long`` or ``LOOM_LONG_TESTS=1``).
 """
 
@@ -55,7 +55,7 @@ def test_the_engine_group_measures_its_three_figures(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], request: pytest.FixtureRequest
 ) -> None:
     if not (request.config.getoption("--long") or os.environ.get("LOOM_LONG_TESTS") == "1"):
-        pytest.skip("long mode only (pytest --long): about 75 s of Postgres and worker processes")
+        pytest.skip("long mode only (pytest --long): 75-100 s of Postgres and worker processes")
     if postgres_bin_dir() is None:
         pytest.skip("Postgres is not installed (apt-get install postgresql); the engine benchmarks need it")
     figures = engine.measure(tmp_path, quick=True)
