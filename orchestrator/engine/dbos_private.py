@@ -24,7 +24,7 @@ from dbos._error import DBOSWorkflowCancelledError
 WorkflowCancelled = DBOSWorkflowCancelledError
 """What a cancelled workflow's code sees (DBOS exports it from a private module only; a rename fails this import)."""
 
-__all__ = ["DBOSPrivateAPIChanged", "WorkflowCancelled", "recover_executors"]
+__all__ = ["DBOSPrivateAPIChanged", "WorkflowCancelled", "recover_executors", "stop_dequeuing"]
 
 
 class DBOSPrivateAPIChanged(RuntimeError):
@@ -69,3 +69,27 @@ def recover_executors(executor_ids: Sequence[str]) -> list[str]:
             )
         recovered.append(str(get_id()))
     return recovered
+
+
+def stop_dequeuing() -> None:
+    """Stop this process's DBOS from taking more workflows off its queues, leaving the running ones to run.
+
+    A worker that stops must know which runs it holds before it goes, and none may arrive after it counted them.
+    DBOS stops dequeuing only inside ``DBOS.destroy``, which also takes the system database away from the workflows
+    still running. This sets the stop events of DBOS's background threads (the queue threads among them) and
+    nothing else; pinned by ``tests/orchestrator/engine/test_dbos_private.py``.
+
+    Raises:
+        DBOSPrivateAPIChanged: DBOS no longer keeps its threads' stop events where this looks.
+    """
+    from dbos import _dbos
+
+    instance = getattr(_dbos, "_dbos_global_instance", None)
+    events = getattr(instance, "background_thread_stop_events", None)
+    if instance is None or not isinstance(events, list):
+        raise DBOSPrivateAPIChanged(
+            "this DBOS keeps no background_thread_stop_events on its instance: Loom's worker stop was written for "
+            "DBOS 3.4; pin dbos to a version it was tested with or update orchestrator/engine/dbos_private.py"
+        )
+    for event in events:
+        event.set()

@@ -39,9 +39,11 @@ log = logging.getLogger(__name__)
 Recover = Callable[[Sequence[str]], Awaitable[Sequence[str]]]
 """Re-enqueue the pending runs of these dead workers; returns the ids of the runs made runnable again."""
 
-WorkerState = Literal["running", "silent", "leaving", "taken over", "stopped"]
+WorkerState = Literal["starting", "running", "silent", "leaving", "taken over", "stopped"]
 
 _QUERY_TIMEOUT_S = 10.0
+_START_GRACE_S = 120.0
+"""A worker still ``starting`` after this long (its launch hung, or it died launching) may be taken over."""
 _CLAIM_STALE_S = 30.0
 """A takeover claimed this long ago and not finished is abandoned (its claimer died): it may be claimed again."""
 
@@ -135,6 +137,8 @@ class WorkerPool:
         recover: Recover,
         version: str = "",
         supervise: bool = True,
+        on_lost: Callable[[str], None] | None = None,
+        starting: bool = False,
     ) -> None:
         self.url = url
         self.worker_id = worker_id
@@ -142,6 +146,11 @@ class WorkerPool:
         self.takeover_after_s = takeover_after_s
         self.version = version
         self._recover = recover
+        self._on_lost = on_lost
+        self._starting = starting
+        """Register as ``starting`` (see :meth:`mark_running`) rather than ``running``."""
+        """Told why, before the pool raises that this worker lost its place (a ``loom worker`` exits there and
+        then: unwinding would let its runs' workflows record an end while another worker drives them)."""
         self._supervise = anyio.Event()
         if supervise:
             self._supervise.set()
@@ -213,13 +222,13 @@ class WorkerPool:
                 """
                 INSERT INTO loom_engine.workers AS w
                     (id, host, pid, version, started, beat, state, heartbeat_s, takeover_after_s)
-                VALUES (%(id)s, %(host)s, %(pid)s, %(version)s, now(), now(), 'running', %(beat)s, %(takeover)s)
+                VALUES (%(id)s, %(host)s, %(pid)s, %(version)s, now(), now(), %(state)s, %(beat)s, %(takeover)s)
                 ON CONFLICT (id) DO UPDATE SET
                     host = EXCLUDED.host, pid = EXCLUDED.pid, version = EXCLUDED.version, started = now(),
-                    beat = now(), state = 'running', heartbeat_s = EXCLUDED.heartbeat_s,
+                    beat = now(), state = EXCLUDED.state, heartbeat_s = EXCLUDED.heartbeat_s,
                     takeover_after_s = EXCLUDED.takeover_after_s, taken_over_by = NULL, taken_over_at = NULL,
                     recovered = NULL
-                WHERE (w.state <> 'running' OR w.taken_over_by IS NOT NULL
+                WHERE (w.state NOT IN ('running', 'starting') OR w.taken_over_by IS NOT NULL
                         OR w.beat < now() - make_interval(secs => w.takeover_after_s))
                     AND NOT (w.taken_over_by IS NOT NULL AND w.recovered IS NULL
                         AND w.taken_over_at > now() - make_interval(secs => %(stale)s))
@@ -233,6 +242,7 @@ class WorkerPool:
                     "beat": self.heartbeat_s,
                     "takeover": self.takeover_after_s,
                     "stale": _CLAIM_STALE_S,
+                    "state": "starting" if self._starting else "running",
                 },
             )
             if row is not None:
@@ -261,7 +271,7 @@ class WorkerPool:
                 row = await self._fetchone(
                     """
                     UPDATE loom_engine.workers SET beat = now()
-                    WHERE id = %(id)s AND state = 'running' AND taken_over_by IS NULL
+                    WHERE id = %(id)s AND state IN ('running', 'starting') AND taken_over_by IS NULL
                     RETURNING id
                     """,
                     {"id": self.worker_id},
@@ -269,9 +279,11 @@ class WorkerPool:
             except PoolError as exc:
                 silent = time.monotonic() - self._last_beat
                 if silent >= self.takeover_after_s:
-                    raise PoolError(
-                        f"worker {self.worker_id} could not record a heartbeat for {silent:.0f} s ({exc}); it stops "
-                        "so that the worker taking over its runs is the only one driving them"
+                    raise self._lost(
+                        PoolError(
+                            f"worker {self.worker_id} could not record a heartbeat for {silent:.0f} s ({exc}); it "
+                            "stops so that the worker taking over its runs is the only one driving them"
+                        )
                     ) from None
                 log.warning("worker %s: heartbeat failed, retrying: %s", self.worker_id, exc)
                 continue
@@ -280,11 +292,19 @@ class WorkerPool:
                     "SELECT taken_over_by FROM loom_engine.workers WHERE id = %(id)s", {"id": self.worker_id}
                 )
                 by = taker["taken_over_by"] if taker and taker["taken_over_by"] else "another worker"
-                raise WorkerTakenOver(
-                    f"worker {self.worker_id} was silent for longer than {self.takeover_after_s:g} s and {by} took "
-                    "over its runs; it stops so that no run is driven twice (start it again to rejoin the pool)"
+                raise self._lost(
+                    WorkerTakenOver(
+                        f"worker {self.worker_id} was silent for longer than {self.takeover_after_s:g} s and {by} "
+                        "took over its runs; it stops so that no run is driven twice "
+                        "(start it again to rejoin the pool)"
+                    )
                 )
             self._last_beat = time.monotonic()
+
+    def _lost(self, error: PoolError) -> PoolError:
+        if self._on_lost is not None:
+            self._on_lost(str(error))
+        return error
 
     async def _supervise_loop(self) -> None:
         await self._supervise.wait()
@@ -308,17 +328,67 @@ class WorkerPool:
             """
             UPDATE loom_engine.workers SET taken_over_by = %(me)s, taken_over_at = now()
             WHERE id <> %(me)s AND version = %(version)s
-                AND ((state = 'running' AND beat < now() - make_interval(secs => %(after)s)) OR state = 'left')
+                AND ((state = 'running' AND beat < now() - make_interval(secs => %(after)s)) OR state = 'left'
+                    OR (state = 'starting' AND beat < now() - make_interval(secs => %(grace)s)))
                 AND (taken_over_by IS NULL
                     OR (recovered IS NULL AND taken_over_at < now() - make_interval(secs => %(stale)s)))
             RETURNING id
             """,
-            {"me": self.worker_id, "version": self.version, "after": self.takeover_after_s, "stale": _CLAIM_STALE_S},
+            {
+                "me": self.worker_id,
+                "version": self.version,
+                "after": self.takeover_after_s,
+                "stale": _CLAIM_STALE_S,
+                "grace": _START_GRACE_S,
+            },
         )
         claimed = sorted(str(r["id"]) for r in rows)
         for dead in claimed:
             await self._recover_one(dead)
+        for stranded in await self._stranded():
+            log.warning(
+                "worker %s: runs are still pending under taken-over worker %s; recovering them",
+                self.worker_id,
+                stranded,
+            )
+            await self._recover([stranded])
         return claimed
+
+    async def _stranded(self) -> list[str]:
+        """Taken-over workers that no longer beat and still have runs pending under their id.
+
+        A worker counted silent may still be alive for a moment (slow, not dead) and take a run back off the queue
+        before it notices it was taken over and exits: that run would wait for the id to come back. Recovering
+        it again is safe once the id has stopped beating, since a re-enqueue only matches a run still pending under
+        that id, and the dequeue that follows admits one worker.
+        """
+        found = await self._fetchone("SELECT to_regclass('dbos.workflow_status') AS t")
+        if found is None or found["t"] is None:
+            return []
+        rows = await self._query(
+            """
+            SELECT w.id FROM loom_engine.workers w
+            WHERE w.id <> %(me)s AND w.version = %(version)s AND w.taken_over_by IS NOT NULL
+                AND w.recovered IS NOT NULL AND w.beat < now() - make_interval(secs => %(after)s)
+                AND EXISTS (SELECT 1 FROM dbos.workflow_status s WHERE s.executor_id = w.id
+                    AND s.status = 'PENDING' AND s.application_version = %(version)s)
+            """,
+            {"me": self.worker_id, "version": self.version, "after": self.takeover_after_s},
+        )
+        return sorted(str(r["id"]) for r in rows)
+
+    async def mark_running(self) -> None:
+        """This worker finished starting (DBOS launched): from now on a silence of ``takeover_after_s`` counts.
+
+        Until then the row says ``starting``, which others take over only after a long grace: launching DBOS
+        blocks this process for a while, and a worker must not be taken over for the time it takes to start.
+        """
+        await self._execute(
+            "UPDATE loom_engine.workers SET state = 'running', beat = now() "
+            "WHERE id = %(id)s AND pid = %(pid)s AND taken_over_by IS NULL",
+            {"id": self.worker_id, "pid": os.getpid()},
+        )
+        self._last_beat = time.monotonic()
 
     async def _recover_one(self, dead: str) -> None:
         try:
@@ -453,6 +523,8 @@ def _info(row: dict[str, Any]) -> WorkerInfo:
         state = "taken over"
     elif row["state"] == "left":
         state = "leaving"
+    elif row["state"] == "starting":
+        state = "starting" if row["age"] <= _START_GRACE_S else "silent"
     elif row["age"] > row["takeover_after_s"]:
         state = "silent"
     return WorkerInfo(

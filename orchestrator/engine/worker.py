@@ -22,7 +22,7 @@ import anyio
 from dbos import DBOS
 
 from orchestrator.context.history import rebuild_history
-from orchestrator.engine.dbos_private import WorkflowCancelled, recover_executors
+from orchestrator.engine.dbos_private import WorkflowCancelled, recover_executors, stop_dequeuing
 from orchestrator.engine.dbos_steps import DBOSSteps, NeedsReview
 from orchestrator.engine.feed import LivePublisher
 from orchestrator.engine.journal import JournalledEventLog, ReplayDiverged, RunJournal, journalling
@@ -33,6 +33,7 @@ from orchestrator.engine.workflow import QUEUE, QUEUE_POLL_S, dbos_config, serve
 from orchestrator.events import Event, Notice, RunFinished, RunStarted, SessionCreated, event_run_id
 from orchestrator.loop.approvals import approved_for_session
 from orchestrator.loop.resume import needs_review_reason
+from orchestrator.runtime.host_runs import HostError
 from orchestrator.runtime.owner import WORKER_OWNER
 
 if TYPE_CHECKING:
@@ -73,7 +74,10 @@ class Worker:
     async def execute(self, run_id: str, session_id: str, text: str, max_steps: int) -> dict[str, Any]:
         """Run ``run_id`` of ``session_id`` to its end, or replay its recorded steps and go on where they stop."""
         log = self.host.runtime.log
-        session = await self.host.session(session_id)
+        try:
+            session = await self.host.session(session_id)
+        except HostError as exc:  # its directory or model is gone on this machine: say so on the run's record
+            return await self._end(session_id, run_id, "failed", f"worker {self.worker_id} cannot open it: {exc}")
         events = await log.store.read_events(session_id)
         created = events[0] if events and isinstance(events[0], SessionCreated) else None
         if created is not None and created.headless and not session.approvals.headless:
@@ -109,6 +113,10 @@ class Worker:
                 stopped = ("needs_review", needs_review_reason([first.use]))
             except* WorkflowCancelled:
                 stopped = ("cancelled", "cancelled")
+            except* Exception as group:
+                # The run cannot go on here (its directory is gone, say): its end is on record, not only in DBOS.
+                logger.warning("run %s failed on worker %s", run_id, self.worker_id, exc_info=group)
+                stopped = ("failed", f"the worker could not run it: {group.exceptions[0]}")
             if stopped is not None:
                 return await self._end(session_id, run_id, *stopped)
             self.finished.append((run_id, journal))
@@ -156,10 +164,12 @@ async def serving(
     worker_id: str,
     concurrency: int | None = None,
     store_location: Path | str | None = None,
+    on_lost: Callable[[str], None] | None = None,
 ) -> AsyncIterator[Worker]:
     """A worker over the shared store, taking runs from the queue while the context is open.
 
-    ``store_location`` overrides where the store is (by default the engine's database).
+    ``store_location`` overrides where the store is (by default the engine's database). ``on_lost`` is told when
+    the pool finds this worker taken over (see :class:`~orchestrator.engine.pool.WorkerPool`).
     """
     from orchestrator.runtime.host import SessionHost
     from orchestrator.runtime.runtime import Runtime
@@ -179,6 +189,8 @@ async def serving(
                 recover=_recover,
                 version=LOOP_VERSION,
                 supervise=False,
+                on_lost=on_lost,
+                starting=True,
             )
         )
         await stack.enter_async_context(LivePublisher(settings.database, log))  # the face's followers see the text
@@ -208,6 +220,7 @@ async def serving(
                 partition_concurrency=1,
                 polling_interval_sec=QUEUE_POLL_S,
             )
+            await pool.mark_running()
             pool.start_supervising()
             yield worker
         finally:
@@ -243,7 +256,9 @@ async def run_worker(
             'loom worker needs the dbos engine: set "engine": {"kind": "dbos", "database": "postgresql://…"} '
             "in $LOOM_HOME/config.json"
         )
-    async with serving(settings, home, config, worker_id=worker_id, concurrency=concurrency) as worker:
+    async with serving(
+        settings, home, config, worker_id=worker_id, concurrency=concurrency, on_lost=_exit_lost
+    ) as worker:
         limit = concurrency or settings.concurrency
         if ready is not None:
             ready(
@@ -253,15 +268,35 @@ async def run_worker(
         try:
             await anyio.sleep_forever()
         except anyio.get_cancelled_exc_class():
-            if worker.held and worker.pool is not None:
-                # Unwinding would cancel the runs' workflows, which DBOS then records as cancelled for good. Leave
-                # them pending instead, as a crash would, and tell the pool, so another worker takes them at once.
-                held = len(worker.held)
-                await worker.pool.leave()
-                sys.stderr.write(
-                    f"loom worker {worker.worker_id}: stopped with {held} run(s) in progress; "
-                    "another worker takes them over\n"
-                )
-                sys.stderr.flush()
-                os._exit(0)
+            with anyio.CancelScope(shield=True):
+                await _leave(worker)
             raise
+
+
+async def _leave(worker: Worker) -> None:
+    """Stop taking runs and leave the pool; with runs in progress, exit as a crash would, and hand them over.
+
+    Unwinding with runs in flight would cancel their workflows, which DBOS then records as ended for good (or as
+    failed, when the runtime under them closes first). Left pending instead, and the pool told that this worker
+    left, the next live worker takes them over at once, and their finished steps are not run again.
+    """
+    if worker.pool is None:
+        return
+    stop_dequeuing()
+    await anyio.sleep(3 * QUEUE_POLL_S)  # a dequeue under way lands, and is counted below
+    held = len(worker.held)
+    await worker.pool.leave()
+    if held:
+        _exit(
+            0, f"loom worker {worker.worker_id}: stopped with {held} run(s) in progress; another worker takes them over"
+        )
+
+
+def _exit_lost(why: str) -> None:
+    _exit(1, f"loom: error: {why}")
+
+
+def _exit(code: int, line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+    os._exit(code)
