@@ -17,7 +17,7 @@ This is the one part of the store a client imports (``loom runs``, ``trace`` and
 On the dbos engine (``"engine": {"kind": "dbos", ...}`` in ``$LOOM_HOME/config.json``) the store is the shared
 Postgres database, not a file: the reads raise :class:`OnServer` (an :class:`Unreadable`), and :func:`list_runs`
 and :func:`run_events` read that database through the checkpoints server, adding who holds each run now from
-DBOS's own record (:func:`live_holders`).
+DBOS's own record (:mod:`orchestrator.store.peek_server`).
 """
 
 from __future__ import annotations
@@ -27,14 +27,11 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from orchestrator.home import DB_NAME
 from orchestrator.runtime.owner import WORKER_OWNER, owner_alive
 from orchestrator.store.session_view import clean_title, session_status
-
-if TYPE_CHECKING:
-    from orchestrator.store.interface import RunRecord
 
 __all__ = [
     "DB_NAME",
@@ -47,7 +44,6 @@ __all__ = [
     "engine_database",
     "find_run",
     "list_runs",
-    "live_holders",
     "recent_sessions",
     "recent_runs",
     "run_events",
@@ -374,7 +370,9 @@ def list_runs(home: Path, limit: int) -> list[RunRow]:
     except Unreadable:
         import anyio
 
-        return anyio.run(_server_runs, home, limit)
+        from orchestrator.store.peek_server import server_runs
+
+        return anyio.run(server_runs, home, limit)
 
 
 def run_events(home: Path, run_id: str, *, whole_session: bool = False) -> tuple[RunRow, list[str]] | None:
@@ -398,83 +396,6 @@ def run_events(home: Path, run_id: str, *, whole_session: bool = False) -> tuple
     except Unreadable:
         import anyio
 
-        return anyio.run(_server_run, home, run_id, whole_session)
+        from orchestrator.store.peek_server import server_run
 
-
-async def live_holders(database: str, run_ids: list[str]) -> dict[str, tuple[str, str]]:
-    """Who DBOS records as executing each of these runs: ``{run id: (executor id, workflow status)}``.
-
-    DBOS's ``workflow_status`` is the truth on who holds a run now (after a takeover the run's stored ``owner`` still
-    names the worker that started it). One query; best effort: when DBOS's tables are not there yet or the query
-    fails, the answer is empty and the stored owners stand.
-    """
-    if not run_ids:
-        return {}
-    import anyio
-    import psycopg
-
-    try:
-        with anyio.fail_after(5):
-            async with await psycopg.AsyncConnection.connect(database, autocommit=True, connect_timeout=5) as conn:
-                found = await conn.execute("SELECT to_regclass('dbos.workflow_status')")
-                row = await found.fetchone()
-                if row is None or row[0] is None:
-                    return {}  # no worker has launched on this database yet
-                cur = await conn.execute(
-                    "SELECT workflow_uuid, executor_id, status FROM dbos.workflow_status WHERE workflow_uuid = ANY(%s)",
-                    (run_ids,),
-                )
-                return {str(r[0]): (str(r[1] or ""), str(r[2] or "")) for r in await cur.fetchall()}
-    except (psycopg.Error, OSError, TimeoutError):
-        return {}
-
-
-def _held(row: RunRow, live: dict[str, tuple[str, str]]) -> RunRow:
-    """``row`` with DBOS's word on who holds it, where DBOS has one."""
-    found = live.get(row.id)
-    if found is None:
-        return row
-    executor, status = found
-    if status == "ENQUEUED":  # on the queue (new, or re-enqueued by a takeover): no worker holds it
-        return row._replace(held_by="")
-    # Running, or ended: the executor that ran it last (the one that took it over, if any). A run no worker ever
-    # started (cancelled while queued) keeps its stored owner: DBOS's executor then names no worker.
-    if executor and (status == "PENDING" or row.worker):
-        return row._replace(held_by=executor)
-    return row
-
-
-async def _server_runs(home: Path, limit: int) -> list[RunRow]:
-    from orchestrator.runtime.embedded import recent_runs as server_runs
-    from orchestrator.store.interface import StoreError
-
-    try:
-        rows = [_row(r) for r in await server_runs(home, limit)]
-    except StoreError as exc:
-        raise ReadFailed(str(exc)) from exc
-    database = engine_database(home)
-    if database is None:
-        return rows
-    live = await live_holders(database, [r.id for r in rows])
-    return [_held(r, live) for r in rows]
-
-
-async def _server_run(home: Path, run_id: str, whole_session: bool = False) -> tuple[RunRow, list[str]] | None:
-    from orchestrator.runtime.embedded import find_run as server_find
-    from orchestrator.store.interface import StoreError
-
-    try:
-        stored = await server_find(home, run_id, whole_session=whole_session)
-    except StoreError as exc:
-        raise ReadFailed(str(exc)) from exc
-    if stored is None:
-        return None
-    row = _row(stored[0])
-    database = engine_database(home)
-    if database is not None:
-        row = _held(row, await live_holders(database, [row.id]))
-    return row, [e.model_dump_json() for e in stored[1]]
-
-
-def _row(r: RunRecord) -> RunRow:
-    return RunRow(r.id, r.session_id, r.started, r.finished, r.status, r.reason, r.model, r.owner)
+        return anyio.run(server_run, home, run_id, whole_session)

@@ -8,6 +8,9 @@ names the worker that started it).
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,9 +25,9 @@ from orchestrator.events import RunFinished, RunQueued, SessionCreated
 from orchestrator.models.scripted import ScriptedModel
 from orchestrator.runtime.embedded import embedded_runtime
 from orchestrator.runtime.host import SessionHost
-from orchestrator.store import peek
+from orchestrator.store import peek, peek_server
 from orchestrator.store.checkpoints import CheckpointStore
-from tests.clients.cli_support import CliResult, run_loom, write_script
+from tests.clients.cli_support import RUN_TIMEOUT_S, CliResult, clean_env, loom_command, run_loom, write_script
 
 
 def dbos_home(root: Path, database: str) -> Path:
@@ -96,7 +99,7 @@ async def test_runs_trace_and_export_read_the_shared_store_and_name_the_worker(p
     assert {getattr(e, "run_id", handle.run_id) for e in exported} == {handle.run_id}
     assert not (pool.home / "loom.db").exists()  # the home's file is neither read nor made
 
-    live = await peek.live_holders(pool.database, [handle.run_id, "r_unknown"])
+    live = await peek_server.live_holders(pool.database, [handle.run_id, "r_unknown"])
     assert live == {handle.run_id: ("w1", "SUCCESS")}  # DBOS's record, which `loom runs` prefers
 
 
@@ -132,7 +135,7 @@ def test_the_owner_cell_prefers_dbos_s_record(
     owner: str, status: str, live: tuple[str, str] | None, shown: str
 ) -> None:
     row = peek.RunRow("r_1", "s_1", 0.0, None, status, "", "scripted:x", owner)
-    held = peek._held(row, {} if live is None else {"r_1": live})
+    held = peek_server.held(row, {} if live is None else {"r_1": live})
     assert held.shown_owner == shown
 
 
@@ -145,3 +148,58 @@ def test_a_bad_engine_setting_or_a_database_down_is_an_error_without_the_passwor
         down = run_loom(*args, cwd=tmp_path, home=home)
         assert down.returncode == 1 and "postgresql://loom:***@127.0.0.1:1/loom" in down.stderr, down
         assert "s3cret" not in down.stderr + down.stdout and "Traceback" not in down.stderr, down
+
+
+def _start_worker(worker_id: str, home: Path, cwd: Path) -> subprocess.Popen[str]:
+    worker = subprocess.Popen(
+        [*loom_command(), "worker", "--id", worker_id],
+        cwd=cwd, env=clean_env(home), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        encoding="utf-8",
+    )  # fmt: skip
+    assert worker.stderr is not None
+    assert worker.stderr.readline().startswith(f"loom worker {worker_id}: joined the pool"), worker_id
+    return worker
+
+
+def test_runs_names_the_worker_that_took_a_killed_workers_run_over(
+    fresh_database: str, tmp_path: Path, pytestconfig: pytest.Config
+) -> None:
+    if not (pytestconfig.getoption("--long") or os.environ.get("LOOM_LONG_TESTS") == "1"):
+        pytest.skip("long mode only: pytest --long, or LOOM_LONG_TESTS=1")
+    home, work = dbos_home(tmp_path, fresh_database), tmp_path / "work"
+    work.mkdir()
+    script = write_script(
+        tmp_path / "slow.json",
+        [
+            {"text": "Waiting.", "tool_calls": [{"name": "shell__run", "arguments": {"command": "sleep 60"}}]},
+            {"text": "Done."},
+        ],
+    )
+    workers = {w: _start_worker(w, home, work) for w in ("w1", "w2")}
+    run = subprocess.Popen(
+        [*loom_command(), "run", "--json", "--mode", "bypass", "--model", f"scripted:{script}", "wait"],
+        cwd=work, env=clean_env(home), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        encoding="utf-8",
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while True:  # until a worker holds it
+            rows = cells(run_loom("runs", cwd=work, home=home))
+            if rows and rows[0]["OWNER"].startswith("worker "):
+                break
+            assert time.monotonic() < deadline, rows
+            time.sleep(0.2)
+        first = rows[0]["OWNER"].removeprefix("worker ")
+        workers[first].kill()
+        out, err = run.communicate(timeout=RUN_TIMEOUT_S)
+    finally:
+        for proc in [run, *workers.values()]:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate(timeout=10)
+    other = "w2" if first == "w1" else "w1"
+    assert f"worker {other} took over run" in out, err
+    (row,) = cells(run_loom("runs", cwd=work, home=home))
+    assert (row["STATUS"], row["OWNER"]) == ("needs_review", f"worker {other}"), row  # the live holder, from DBOS
+    started = [e for e in run_loom("export", row["RUN"], cwd=work, home=home).events() if e.type == "run_started"]
+    assert [getattr(e, "owner", "") for e in started] == [f"worker:{first}"]  # what the store alone says
