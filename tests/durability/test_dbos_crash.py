@@ -24,8 +24,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -41,7 +39,7 @@ from orchestrator.events import AssistantMessage, Event, Notice, RunFinished, To
 from orchestrator.models import resolve_model
 from orchestrator.runtime.embedded import embedded_runtime
 from orchestrator.runtime.host import SessionHost
-from tests.clients.cli_support import REPO_ROOT, clean_env, loom_command
+from tests.clients.cli_support import REPO_ROOT
 from tests.durability.counting_server import RECORD_ENV, executions
 from tests.durability.test_crash_resume import (
     COUNTING_SERVER,
@@ -53,6 +51,7 @@ from tests.durability.test_crash_resume import (
     planned_s,
     serve_planned_model,
 )
+from tests.orchestrator.engine.worker_process import WorkerProcess, spawn_worker
 
 pytestmark = pytest.mark.anyio
 
@@ -62,19 +61,6 @@ RUNS_PER_ROUND = 3
 ROUND_TIMEOUT_S = 60.0
 HEARTBEAT_S = 0.5
 TAKEOVER_AFTER_S = 3.0
-JOIN_TIMEOUT_S = 30.0
-
-
-@dataclass
-class WorkerProcess:
-    """One ``loom worker`` process of the pool."""
-
-    worker_id: str
-    proc: subprocess.Popen[bytes]
-    stderr: Path
-
-    def text(self) -> str:
-        return self.stderr.read_text(errors="replace") if self.stderr.exists() else ""
 
 
 @dataclass
@@ -128,40 +114,21 @@ class CrashTest:
     # -- workers
 
     def spawn(self) -> WorkerProcess:
-        worker_id = f"w{self.spawned}"
+        worker = spawn_worker(f"w{self.spawned}", self.home, self.project, self.env)
         self.spawned += 1
-        stderr = self.root / f"{worker_id}.stderr"
-        with stderr.open("wb") as err:
-            proc = subprocess.Popen(
-                [*loom_command(), "worker", "--id", worker_id],
-                cwd=self.project,
-                env=clean_env(self.home, self.env),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-                start_new_session=True,  # its own group: the cleanup reaches the stdio servers it started
-            )
-        worker = WorkerProcess(worker_id, proc, stderr)
-        self.workers[worker_id] = worker
+        self.workers[worker.worker_id] = worker
         return worker
 
     async def joined(self, worker: WorkerProcess) -> None:
-        with anyio.fail_after(JOIN_TIMEOUT_S):
-            while "joined the pool" not in worker.text():
-                assert worker.proc.poll() is None, f"worker {worker.worker_id} exited:\n{worker.text()}"
-                await anyio.sleep(0.05)
+        await worker.joined()
 
     def sigkill(self, worker_id: str) -> None:
-        worker = self.workers.pop(worker_id)
-        worker.proc.send_signal(signal.SIGKILL)  # the worker alone: its stdio servers see EOF and exit
-        worker.proc.wait(timeout=10)
+        self.workers.pop(worker_id).sigkill()
         self.kills += 1
 
     def stop_all(self) -> None:
         for worker in self.workers.values():
-            if worker.proc.poll() is None:
-                os.killpg(worker.proc.pid, signal.SIGKILL)
-            worker.proc.wait(timeout=10)
+            worker.kill_group()
         self.workers.clear()
 
     # -- the round
