@@ -10,12 +10,14 @@ from typing import Any
 
 import anyio
 import pytest
+from dbos import EnqueueOptions
 
 from orchestrator.config import LoomConfig
 from orchestrator.engine.face import RemoteRuns
 from orchestrator.engine.settings import EngineSettings
 from orchestrator.engine.worker import Worker, serving
-from orchestrator.events import ApprovalDecided, Event, RunFinished
+from orchestrator.engine.workflow import QUEUE, WORKFLOW
+from orchestrator.events import ApprovalDecided, Event, RunFinished, TextDelta
 from orchestrator.models.scripted import ScriptedModel
 from orchestrator.runtime.embedded import embedded_runtime
 from orchestrator.runtime.host import HostError, SessionHost
@@ -123,3 +125,38 @@ async def test_an_approval_is_answered_on_the_face_and_the_worker_goes_on(pool: 
         (waiting.approval_id, "approve_once", "tester")
     ]
     assert not pool.face.pending(session_id=session.id)
+
+
+async def test_a_worker_never_takes_a_run_of_another_loop_version(pool: Pool, tmp_path: Path) -> None:
+    script = _script(tmp_path / "script.json", [{"text": "Done."}])
+    session = await pool.face.create_session(pool.work, ScriptedModel.from_file(script), mode="bypass")
+    options: EnqueueOptions = {
+        "workflow_name": WORKFLOW,
+        "queue_name": QUEUE,
+        "workflow_id": "r_old",
+        "app_version": "loom-loop-0",  # started by older code, whose steps may come in another order
+        "queue_partition_key": session.id,
+    }
+    await pool.runs.client.enqueue_async(options, "r_old", session.id, "hello", 10)
+    await pool.runs.enqueue(session.id, "r_new", "hello", 10)
+    ended, _ = await pool.finished(session.id, "r_new")
+    assert ended.status == "completed"
+    status = await (await pool.runs.client.retrieve_workflow_async("r_old")).get_status()
+    assert status.status == "ENQUEUED" and await pool.face.runtime.log.store.get_run("r_old") is None
+
+
+async def test_the_text_a_worker_streams_reaches_the_faces_followers_live(pool: Pool, tmp_path: Path) -> None:
+    text = "Streaming this answer piece by piece, from the worker to the face. " * 3
+    script = _script(tmp_path / "script.json", [{"text": text, "chunk_chars": 16, "chunk_delay_s": 0.02}])
+    session = await pool.face.create_session(pool.work, ScriptedModel.from_file(script), mode="bypass")
+    seen: list[str] = []
+    async with pool.face.runtime.log.subscribe() as events:
+        await pool.runs.enqueue(session.id, "r_live", "talk", 10)
+        with anyio.fail_after(30):
+            async for event in events:
+                if isinstance(event, TextDelta) and event.session_id == session.id:
+                    seen.append(event.text)
+                    if "".join(seen) == text:
+                        break
+    ended, _ = await pool.finished(session.id, "r_live")
+    assert ended.final_text == text and len(seen) > 3  # in pieces, as the worker streamed them
