@@ -28,6 +28,10 @@ if TYPE_CHECKING:
     from orchestrator.store.eventlog import EventLog
 
 
+CANCEL_WAKE = {"cancelled": "the run was cancelled"}
+"""What a cancel sends to a cancelled run's waiting approvals: not a decision, only a wake-up (see ``cancel``)."""
+
+
 class RemoteRuns:
     """Enqueue runs, answer approvals and cancel runs that DBOS workers drive."""
 
@@ -83,9 +87,19 @@ class RemoteRuns:
             raise EngineError(f"approval {approval_id!r} is not pending (unknown, or already decided)")
         return request
 
-    async def cancel(self, run_id: str) -> None:
-        """Cancel the run's workflow: its worker stops it at its next step and records it ``cancelled``."""
+    async def cancel(self, run_id: str, session_id: str) -> None:
+        """Cancel the run's workflow: its worker stops it at its next step and records it ``cancelled``.
+
+        A run waiting for an approval takes no step until a message comes (DBOS's cancel does not wake a ``recv``),
+        so each approval it waits for is sent a wake-up that is no decision: the wait takes its next round, which
+        finds the workflow cancelled. Without it the run would sit ``awaiting_approval`` until its wait timed out.
+        """
         await self.client.cancel_workflow_async(run_id)
+        events = await self.log.store.read_events(session_id, run_id=run_id)
+        decided = {e.approval_id for e in events if isinstance(e, ApprovalDecided)}
+        for request in events:
+            if isinstance(request, ApprovalRequested) and request.approval_id not in decided:
+                await self.client.send_async(run_id, CANCEL_WAKE, topic=request.approval_id)
 
     async def holder(self, run_id: str) -> str:
         """The worker executing ``run_id`` now, from DBOS's record (empty: queued, finished or unknown)."""

@@ -41,7 +41,7 @@ from orchestrator.runtime.goals import Goals
 from orchestrator.runtime.handoff import Handoffs, HandoffSeed
 from orchestrator.runtime.host_children import ChildHost
 from orchestrator.runtime.host_records import SessionRecords
-from orchestrator.runtime.host_remote import follow_remote
+from orchestrator.runtime.host_remote import adopt_remote, follow_remote, refuse_resume
 from orchestrator.runtime.host_runs import HostError, LiveRuns, RunDesk, RunHandle, RunView
 from orchestrator.runtime.idle import CLOSE_WAIT_S, IDLE_GRACE_S, IdleCloser, OpenSession
 from orchestrator.runtime.orchestrations import Orchestrations
@@ -115,6 +115,8 @@ class SessionHost(RunDesk, SessionRecords, IdleCloser, ChildHost):
         await self._exit.enter_async_context(self.goals)
         self.runtime.face = self.face_server  # sessions opened from now on can start children through it
         self.interrupted = await self.runtime.mark_interrupted()
+        if self.remote is not None:  # the workers' runs go on across a face's restart: follow them again
+            await adopt_remote(self)
         self._tg.start_soon(self._close_idle_forever)
         return self
 
@@ -410,6 +412,8 @@ class SessionHost(RunDesk, SessionRecords, IdleCloser, ChildHost):
         record = await self.runtime.log.store.get_run(run_id)
         if record is None:
             raise HostError(f"no run {run_id!r}; read_events or list_sessions show the existing ones")
+        if self.remote is not None and record.status in (*RESUMABLE, "running", "queued"):
+            raise HostError(refuse_resume(record))  # the workers resume the dbos engine's runs, never its face
         if record.status not in RESUMABLE:
             raise HostError(f"run {run_id!r} is {record.status}; only an interrupted run can be resumed")
         self.handoffs.check(record.session_id)
