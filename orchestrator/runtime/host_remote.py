@@ -5,6 +5,8 @@ run (:class:`~orchestrator.engine.face.RemoteRuns`) and :func:`follow_remote` ke
 its status, its end, and the approvals it waits for, mirrored into the face's session so that every client sees and
 answers them as it does on the embedded engine. The events come from the store, whichever worker wrote them; the
 feed (:mod:`orchestrator.engine.feed`) wakes this follower when they do, and a bounded wait covers a lost wake-up.
+A face that opens (or restarts) follows the runs the workers already hold (:func:`adopt_remote`), since they
+go on across its restart, and it resumes none of them itself (:func:`refuse_resume`): the workers do.
 """
 
 from __future__ import annotations
