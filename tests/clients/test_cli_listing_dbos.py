@@ -42,6 +42,8 @@ def dbos_home(root: Path, database: str) -> Path:
 def cells(result: CliResult) -> list[dict[str, str]]:
     """``loom runs``' table as rows of {column: cell}, cut at the header's column starts."""
     assert result.returncode == 0, result
+    if not result.stdout:
+        return []  # no runs yet (said on stderr)
     header, *lines = result.stdout.splitlines()
     names = header.split()
     starts = [header.index(name) for name in names]
@@ -157,7 +159,10 @@ def _start_worker(worker_id: str, home: Path, cwd: Path) -> subprocess.Popen[str
         encoding="utf-8",
     )  # fmt: skip
     assert worker.stderr is not None
-    assert worker.stderr.readline().startswith(f"loom worker {worker_id}: joined the pool"), worker_id
+    line = worker.stderr.readline()
+    if not line.startswith(f"loom worker {worker_id}: joined the pool"):
+        worker.kill()
+        raise AssertionError(line + worker.communicate(timeout=10)[1])
     return worker
 
 
