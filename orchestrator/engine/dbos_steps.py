@@ -44,9 +44,10 @@ _EMBEDDED = EmbeddedSteps()
 class NeedsReview(BaseException):
     """A headless run found a call in doubt that nobody can review: it ends ``needs_review`` (see the workflow)."""
 
-    def __init__(self, use: ToolUseBlock) -> None:
+    def __init__(self, use: ToolUseBlock, step: int) -> None:
         super().__init__(use.id)
         self.use = use
+        self.step = step
 
 
 class DBOSSteps:
@@ -92,7 +93,7 @@ class DBOSSteps:
 
         if not harmless(ctx, use):
             if self.headless:
-                raise NeedsReview(use)
+                raise NeedsReview(use, ctx.step)
             allowed, denied = await ask_calls(ctx, [(use, REVIEW_REASON)], "review")
             if not allowed:
                 outcome = ToolOutcome(skipped(denied[0][1].content), True, "denied")

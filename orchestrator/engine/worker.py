@@ -32,7 +32,6 @@ from orchestrator.engine.waits import DurableWaiter
 from orchestrator.engine.workflow import QUEUE, QUEUE_POLL_S, dbos_config, serve_runs
 from orchestrator.events import Event, Notice, RunFinished, RunStarted, SessionCreated, event_run_id
 from orchestrator.loop.approvals import approved_for_session
-from orchestrator.loop.resume import needs_review_reason
 from orchestrator.runtime.host_runs import HostError
 from orchestrator.runtime.owner import WORKER_OWNER
 
@@ -102,6 +101,7 @@ class Worker:
             if recovering:
                 await self._taken_over(session_id, run_id)
             stopped: tuple[str, str] | None = None
+            steps = 0
             try:
                 with journalling(journal):
                     result = await session.run(text, max_steps=max_steps, run_id=run_id)
@@ -110,7 +110,7 @@ class Worker:
             except* NeedsReview as group:
                 first = group.exceptions[0]
                 assert isinstance(first, NeedsReview)
-                stopped = ("needs_review", needs_review_reason([first.use]))
+                stopped, steps = ("needs_review", _in_doubt(first.use.name)), first.step
             except* WorkflowCancelled:
                 stopped = ("cancelled", "cancelled")
             except* Exception as group:
@@ -118,7 +118,7 @@ class Worker:
                 logger.warning("run %s failed on worker %s", run_id, self.worker_id, exc_info=group)
                 stopped = ("failed", f"the worker could not run it: {group.exceptions[0]}")
             if stopped is not None:
-                return await self._end(session_id, run_id, *stopped)
+                return await self._end(session_id, run_id, *stopped, steps=steps)
             self.finished.append((run_id, journal))
             return {"status": result.status, "reason": result.reason, "final_text": result.final_text}
         finally:
@@ -133,7 +133,7 @@ class Worker:
         )
         await log.append_now(Notice(session_id=session_id, run_id=run_id, text=text))
 
-    async def _end(self, session_id: str, run_id: str, status: str, reason: str) -> dict[str, Any]:
+    async def _end(self, session_id: str, run_id: str, status: str, reason: str, *, steps: int = 0) -> dict[str, Any]:
         # Outside the journal: the run's end after a divergence, a review nobody can give, or a cancel is this
         # execution's own record, and the journal cannot take another step.
         log = self.host.runtime.log
@@ -141,10 +141,21 @@ class Worker:
         session = self.host.sessions.get(session_id)
         if session is not None:
             session.history[:] = []  # rebuilt from the store by the next execution, as every execution does
-        ended = RunFinished(session_id=session_id, run_id=run_id, status=status, reason=reason, final_text="", steps=0)
+        ended = RunFinished(
+            session_id=session_id, run_id=run_id, status=status, reason=reason, final_text="", steps=steps
+        )
         with anyio.CancelScope(shield=True):
             await log.append_now(ended)
         return {"status": status, "reason": reason, "final_text": ""}
+
+
+def _in_doubt(tool: str) -> str:
+    """Why a headless run stopped on a worker: a call in doubt after its worker died, and nobody to review it."""
+    return (
+        f"needs review: {tool} was in progress when its worker stopped and may already have taken effect; nothing "
+        "was run again, and nobody could be asked (the session is headless). Check what the call did, then send "
+        "the session a new message to go on"
+    )
 
 
 def _before(events: list[Event], run_id: str) -> list[Event]:
