@@ -30,8 +30,8 @@ async def distributed_runtime(home: Path, config: LoomConfig, *, shared: bool = 
     """
     from orchestrator.engine.face import remote_runs
     from orchestrator.engine.feed import FeedError, RemoteFeed
+    from orchestrator.runtime.embedded import configured_runtime
     from orchestrator.runtime.lock import RuntimeLock
-    from orchestrator.runtime.runtime import Runtime
     from orchestrator.store.checkpoints import CheckpointStore
     from orchestrator.store.eventlog import EventLog
 
@@ -46,17 +46,6 @@ async def distributed_runtime(home: Path, config: LoomConfig, *, shared: bool = 
         except FeedError as exc:
             raise EngineError(str(exc)) from None
         runs = await stack.enter_async_context(remote_runs(settings, log))
-        runtime = Runtime(
-            log,
-            home=home,
-            servers=config.servers,
-            tool_timeouts=config.tool_timeouts_s,
-            shell=config.shell,
-            profiles=config.profiles,
-            warnings=config.ignored,
-            model=config.model,
-            advisor=config.advisor,
-            loop=config.loop,
-        )
+        runtime = configured_runtime(log, home, config)
         runtime.remote = runs
         yield runtime

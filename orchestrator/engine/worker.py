@@ -182,8 +182,8 @@ async def serving(
     ``store_location`` overrides where the store is (by default the engine's database). ``on_lost`` is told when
     the pool finds this worker taken over (see :class:`~orchestrator.engine.pool.WorkerPool`).
     """
+    from orchestrator.runtime.embedded import configured_runtime
     from orchestrator.runtime.host import SessionHost
-    from orchestrator.runtime.runtime import Runtime
     from orchestrator.store.checkpoints import CheckpointStore
 
     location: Any = store_location if store_location is not None else settings.database
@@ -205,18 +205,7 @@ async def serving(
             )
         )
         await stack.enter_async_context(LivePublisher(settings.database, log))  # the face's followers see the text
-        runtime = Runtime(
-            log,
-            home=home,
-            servers=config.servers,
-            tool_timeouts=config.tool_timeouts_s,
-            shell=config.shell,
-            profiles=config.profiles,
-            warnings=config.ignored,
-            model=config.model,
-            advisor=config.advisor,
-            loop=config.loop,
-        )
+        runtime = configured_runtime(log, home, config)
         host = await stack.enter_async_context(SessionHost(runtime, limits=config.sessions))
         worker = Worker(host, worker_id, pool)
         serve_runs(worker)

@@ -21,6 +21,7 @@ from orchestrator.store.interface import RunRecord
 if TYPE_CHECKING:
     from orchestrator.config import LoomConfig, ServerConfig
     from orchestrator.runtime.runtime import Runtime
+    from orchestrator.store.eventlog import EventLog
 
 
 @contextlib.asynccontextmanager
@@ -53,18 +54,28 @@ async def embedded_runtime(
             if config is None:
                 yield Runtime(EventLog(store), home=home, servers=servers)
             else:
-                yield Runtime(
-                    EventLog(store),
-                    home=home,
-                    servers=config.servers,
-                    tool_timeouts=config.tool_timeouts_s,
-                    shell=config.shell,
-                    profiles=config.profiles,
-                    warnings=config.ignored,
-                    model=config.model,
-                    advisor=config.advisor,
-                    loop=config.loop,
-                )
+                yield configured_runtime(EventLog(store), home, config)
+
+
+def configured_runtime(log: EventLog, home: Path, config: LoomConfig) -> Runtime:
+    """A runtime over ``log`` with ``config``'s servers, tool timeouts, shell options, models, advisor and loop.
+
+    The one place a config becomes a runtime: the embedded default, the DBOS engine's face and its workers alike.
+    """
+    from orchestrator.runtime.runtime import Runtime
+
+    return Runtime(
+        log,
+        home=home,
+        servers=config.servers,
+        tool_timeouts=config.tool_timeouts_s,
+        shell=config.shell,
+        profiles=config.profiles,
+        warnings=config.ignored,
+        model=config.model,
+        advisor=config.advisor,
+        loop=config.loop,
+    )
 
 
 async def find_run(home: Path, run_id: str, *, whole_session: bool = False) -> tuple[RunRecord, list[Event]] | None:
