@@ -19,12 +19,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dbos import DBOS
-from dbos._error import DBOSWorkflowCancelledError
+from dbos._error import DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
 
 WorkflowCancelled = DBOSWorkflowCancelledError
 """What a cancelled workflow's code sees (DBOS exports it from a private module only; a rename fails this import)."""
+WorkflowConflict = DBOSWorkflowConflictIDError
+"""What a workflow's code sees when it records a step it no longer owns: DBOS 3.4 raises it, not the cancel error,
+from a ``recv`` woken after the workflow was cancelled (its owner is cleared). The worker asks DBOS which it was."""
 
-__all__ = ["DBOSPrivateAPIChanged", "WorkflowCancelled", "recover_executors", "stop_dequeuing"]
+__all__ = ["DBOSPrivateAPIChanged", "WorkflowCancelled", "WorkflowConflict", "recover_executors", "stop_dequeuing"]
 
 
 class DBOSPrivateAPIChanged(RuntimeError):

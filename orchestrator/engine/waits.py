@@ -50,6 +50,8 @@ class DurableWaiter:
             if message is None:
                 continue  # no decision yet: the approval stays pending, and the next round is recorded too
             decision = message.get("decision") if isinstance(message, dict) else None
+            if isinstance(message, dict) and "cancelled" in message:
+                continue  # the face's wake-up after a cancel: the next round finds the workflow cancelled
             if decision not in DECISIONS:
                 logger.warning("approval %s: ignoring a malformed decision message", pending.approval_id)
                 continue

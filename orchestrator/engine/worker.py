@@ -22,7 +22,7 @@ import anyio
 from dbos import DBOS
 
 from orchestrator.context.history import rebuild_history
-from orchestrator.engine.dbos_private import WorkflowCancelled, recover_executors, stop_dequeuing
+from orchestrator.engine.dbos_private import WorkflowCancelled, WorkflowConflict, recover_executors, stop_dequeuing
 from orchestrator.engine.dbos_steps import DBOSSteps, NeedsReview
 from orchestrator.engine.feed import LivePublisher
 from orchestrator.engine.journal import JournalledEventLog, ReplayDiverged, RunJournal, journalling
@@ -113,6 +113,12 @@ class Worker:
                 stopped, steps = ("needs_review", _in_doubt(first.use.name)), first.step
             except* WorkflowCancelled:
                 stopped = ("cancelled", "cancelled")
+            except* WorkflowConflict as group:
+                # A cancel clears the workflow's owner, and a step recorded after it fails this way; anything else
+                # (another executor holds the run now) is not this worker's to record.
+                if not await _cancelled(run_id):
+                    raise group.exceptions[0] from None
+                stopped = ("cancelled", "cancelled")
             except* Exception as group:
                 # The run cannot go on here (its directory is gone, say): its end is on record, not only in DBOS.
                 logger.warning("run %s failed on worker %s", run_id, self.worker_id, exc_info=group)
@@ -147,6 +153,15 @@ class Worker:
         with anyio.CancelScope(shield=True):
             await log.append_now(ended)
         return {"status": status, "reason": reason, "final_text": ""}
+
+
+async def _cancelled(run_id: str) -> bool:
+    """Whether DBOS has the run's workflow cancelled (asking from inside it raises the cancel itself)."""
+    try:
+        status = await DBOS.get_workflow_status_async(run_id)
+    except WorkflowCancelled:
+        return True
+    return status is not None and status.status == "CANCELLED"
 
 
 def _in_doubt(tool: str) -> str:

@@ -16,18 +16,6 @@ from tests.mcp_calls import call, error_of
 pytestmark = pytest.mark.anyio
 
 
-CANCEL_IN_WAIT = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "dbos: a run cancelled in its approval wait is never recorded cancelled. DBOS 3.4's cancel sets the "
-        "workflow CANCELLED with owner_xid NULL; the wait's DBOS.recv (orchestrator/engine/waits.py), woken by the "
-        "face, records its result against that owner and raises DBOSWorkflowConflictIDError, not "
-        "DBOSWorkflowCancelledError, so Worker.execute (orchestrator/engine/worker.py) never appends the "
-        "run_finished 'cancelled': cancel_run answers 'awaiting_approval' after its 10 s wait"
-    ),
-)
-
-
 async def session(face: Face, engine: Engine, model: str, mode: str = "ask") -> str:
     created = await call(face.client, "create_session", cwd=str(engine.work), model=model, mode=mode)
     return str(created["session_id"])
@@ -44,9 +32,7 @@ async def until_event(face: Face, sid: str, kind: str, timeout_s: float = 30) ->
             cursor = page["next_after_seq"]
 
 
-async def test_a_run_waiting_for_an_approval_is_cancelled(engine_host: Engine, request: pytest.FixtureRequest) -> None:
-    if engine_host.kind == "dbos":
-        request.applymarker(CANCEL_IN_WAIT)
+async def test_a_run_waiting_for_an_approval_is_cancelled(engine_host: Engine) -> None:
     model = engine_host.script(
         "wait",
         [{"text": "W.", "tool_calls": [{"name": "fs__write", "arguments": {"path": "f.txt", "content": "x"}}]}, {}],
