@@ -101,6 +101,15 @@ class RemoteRuns:
             if isinstance(request, ApprovalRequested) and request.approval_id not in decided:
                 await self.client.send_async(run_id, CANCEL_WAKE, topic=request.approval_id)
 
+    async def engine_status(self, run_id: str) -> str:
+        """DBOS's status of the run's workflow (``PENDING``, ``SUCCESS``, ``CANCELLED``, ``ERROR``, ...), or empty."""
+        try:
+            handle: Any = await self.client.retrieve_workflow_async(run_id)
+            info = await handle.get_status()
+        except Exception:  # no such workflow (DBOS raises its own error for that)
+            return ""
+        return str(info.status)
+
     async def holder(self, run_id: str) -> str:
         """The worker executing ``run_id`` now, from DBOS's record (empty: queued, finished or unknown)."""
         status: Any = await self.client.retrieve_workflow_async(run_id)

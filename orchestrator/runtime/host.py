@@ -327,7 +327,7 @@ class SessionHost(RunDesk, SessionRecords, IdleCloser, ChildHost):
 
     async def _follow_remote(self, session: Session, handle: RunHandle) -> None:
         try:
-            await follow_remote(session, handle)
+            await follow_remote(session, handle, self.remote)
         finally:
             self.live.discard(handle)
             self._touch(session.id)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
-from orchestrator.events import ApprovalDecided, ApprovalRequested, RunFinished, RunStarted
+from orchestrator.events import ApprovalDecided, ApprovalRequested, RunFinished, RunStarted, RunStatus
 from orchestrator.loop.approvals import PendingApproval
 from orchestrator.runtime.owner import WORKER_OWNER
 from orchestrator.runtime.runs import RunResult
@@ -32,9 +32,18 @@ logger = logging.getLogger(__name__)
 
 POLL_S = 1.0
 """The longest a follower waits without a wake-up before it reads the store again."""
+CHECK_EVERY = 5
+"""Quiet polls between asking DBOS whether it ended the run without an end on record."""
+END_GRACE_S = 10.0
+"""How long an end DBOS knows of may go unrecorded before the face records it (a worker may be about to)."""
+_DBOS_ENDS: dict[str, tuple[RunStatus, str]] = {
+    "ERROR": ("failed", "the engine ended this run with an error its worker did not record"),
+    "CANCELLED": ("cancelled", "the engine cancelled this run and no worker recorded it"),
+    "MAX_RECOVERY_ATTEMPTS_EXCEEDED": ("failed", "its workers died on it too many times, so the engine gave it up"),
+}
 
 
-async def follow_remote(session: Session, handle: RunHandle) -> None:
+async def follow_remote(session: Session, handle: RunHandle, remote: RemoteRuns | None = None) -> None:
     """Follow ``handle``'s run in the store until it ends; mirror its waiting approvals into ``session``.
 
     It follows in the handle's scope, which the host cancels when it closes: the worker goes on with the run, and a
@@ -43,16 +52,18 @@ async def follow_remote(session: Session, handle: RunHandle) -> None:
     mirrored = session.approvals.pending
     try:
         with handle.scope:
-            await _follow(session, handle)
+            await _follow(session, handle, remote)
     finally:
         for approval_id in [k for k, p in mirrored.items() if p.run_id == handle.run_id]:
             mirrored.pop(approval_id, None)
         handle.done.set()
 
 
-async def _follow(session: Session, handle: RunHandle) -> None:
+async def _follow(session: Session, handle: RunHandle, remote: RemoteRuns | None) -> None:
     log = session.log
     cursor = 0
+    idle = 0
+    ended_at: float | None = None
     mirrored = session.approvals.pending
     while True:
         events = await log.store.read_events(session.id, after_seq=cursor)
@@ -82,7 +93,38 @@ async def _follow(session: Session, handle: RunHandle) -> None:
                 handle.status = event.status
                 handle.result = RunResult(event.run_id, event.status, event.reason, event.final_text, event.steps)
                 return
+        idle = 0 if events else idle + 1
+        if remote is not None and idle and idle % CHECK_EVERY == 0:
+            ended_at = await _unrecorded_end(remote, session, handle, ended_at)
+            if handle.result is not None:
+                return
         await log.wait_stored(session.id, POLL_S)
+
+
+async def _unrecorded_end(
+    remote: RemoteRuns, session: Session, handle: RunHandle, ended_at: float | None
+) -> float | None:
+    """Record the end of a run DBOS ended without its worker recording it; returns when that was first seen.
+
+    A worker records every end it reaches, but DBOS can end a workflow on its own (its recovery limit, an error
+    raised past Loom's handlers), and a follower must not wait for ever for an end no one will store. The face
+    records it after a grace, in case the worker is about to.
+    """
+    status = await remote.engine_status(handle.run_id)
+    if status not in _DBOS_ENDS:
+        return None
+    now = anyio.current_time()
+    if ended_at is None or now - ended_at < END_GRACE_S:
+        return ended_at if ended_at is not None else now
+    final, why = _DBOS_ENDS[status]
+    reason = f"{why} (DBOS status {status}); see `loom workers` and the workers' logs, then send a new message"
+    ended = RunFinished(
+        session_id=session.id, run_id=handle.run_id, status=final, reason=reason, final_text="", steps=0
+    )
+    await session.log.append(ended)
+    handle.status = final
+    handle.result = RunResult(handle.run_id, final, reason, "", 0)
+    return ended_at
 
 
 async def adopt_remote(host: SessionHost) -> list[str]:
@@ -146,6 +188,23 @@ async def answer_remote(remote: RemoteRuns, pending: PendingApproval, decision: 
 
 async def cancel_remote(remote: RemoteRuns, handle: RunHandle, timeout_s: float = 10.0) -> None:
     """Cancel the run's workflow and wait (bounded) until its worker records the end."""
+    queued = await remote.engine_status(handle.run_id) == "ENQUEUED"
     await remote.cancel(handle.run_id, handle.session_id)
+    if queued and not await _started(remote, handle):
+        # No worker took it, so none will record its end: the face does (the follower then sees it).
+        ended = RunFinished(
+            session_id=handle.session_id,
+            run_id=handle.run_id,
+            status="cancelled",
+            reason="cancelled before a worker took it",
+            final_text="",
+            steps=0,
+        )
+        await remote.log.append(ended)
     with anyio.move_on_after(timeout_s):
         await handle.done.wait()
+
+
+async def _started(remote: RemoteRuns, handle: RunHandle) -> bool:
+    events = await remote.log.store.read_events(handle.session_id, run_id=handle.run_id)
+    return any(isinstance(e, RunStarted | RunFinished) for e in events)

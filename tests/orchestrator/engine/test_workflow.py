@@ -160,3 +160,18 @@ async def test_the_text_a_worker_streams_reaches_the_faces_followers_live(pool: 
                         break
     ended, _ = await pool.finished(session.id, "r_live")
     assert ended.final_text == text and len(seen) > 3  # in pieces, as the worker streamed them
+
+
+async def test_a_run_cancelled_before_a_worker_took_it_ends_cancelled(pool: Pool, tmp_path: Path) -> None:
+    script = _script(tmp_path / "script.json", [{"text": "Thinking hard.", "delay_s": 3}, {"text": "Second."}])
+    session = await pool.face.create_session(pool.work, ScriptedModel.from_file(script), mode="bypass")
+    first = await pool.face.start_run(session.id, "one", 10)
+    second = await pool.face.start_run(session.id, "two", 10)  # waits: one run of a session at a time
+    await _until(lambda: first.status == "running")
+    view = await pool.face.cancel(second.run_id)
+    assert (view.status, view.reason) == ("cancelled", "cancelled before a worker took it"), view
+    await pool.face.wait(first.run_id, 30)
+    assert (await pool.face.view(first.run_id)).status == "completed"
+    await anyio.sleep(1.0)  # a worker must not take the cancelled run after all
+    events = await pool.face.runtime.log.store.read_events(session.id, run_id=second.run_id)
+    assert [e.type for e in events] == ["run_queued", "run_finished"]
