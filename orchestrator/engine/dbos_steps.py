@@ -164,6 +164,7 @@ async def _tool_step(
             if stored is not None and stored.run_id == ctx.run_id:
                 return {"digest": wanted, "what": what, "outcome": _dump_stored(stored)}
             return {"digest": wanted, "what": what, "in_doubt": True}
+        await journal.check_fence(what)
         outcome = await _EMBEDDED.tool(ctx, use)
     return {"digest": wanted, "what": what, "outcome": _dump_outcome(outcome)}
 
@@ -175,6 +176,7 @@ async def _journal_step(
     frontier = _ran(journal, "journal")
     if frontier and await _stored_already(log, journal, events):
         return {"digest": wanted, "what": what, "skipped": True}
+    await journal.check_fence(what)
     await log.append_now(*events)
     return {"digest": wanted, "what": what}
 

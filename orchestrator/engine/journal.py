@@ -21,7 +21,7 @@ import contextlib
 import contextvars
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,13 @@ from orchestrator.events import Event
 from orchestrator.store.eventlog import EventLog
 
 JOURNAL_STEP = "loom.journal"
+
+
+class Fenced(BaseException):
+    """This worker no longer holds the run (another took it over while this one was slow): it must not act for it.
+
+    A BaseException: nothing of the run may be recorded by this execution, not even its end.
+    """
 
 
 class ReplayDiverged(BaseException):
@@ -56,6 +63,18 @@ class RunJournal:
     """Steps whose recorded result this execution was given instead of running them."""
     ran: list[str] = field(default_factory=list[str])
     """The kinds of the steps whose bodies ran in this execution, in order (what a test or a log can check)."""
+    fence: Callable[[], Awaitable[bool]] | None = None
+    """Whether this worker still holds the run, asked before each effect (None: not checked)."""
+
+    async def check_fence(self, what: str) -> None:
+        """Raise :class:`Fenced` when another worker holds the run now.
+
+        A worker counted silent (slow, not dead) is taken over while it may still be running; its next effect would
+        happen twice. DBOS's own check comes only after a step's body, when the effect is done, so the step asks
+        first. What is left is the moment between this check and the effect, milliseconds instead of a heartbeat.
+        """
+        if self.fence is not None and not await self.fence():
+            raise Fenced(f"run {self.run_id}: another worker holds it now; {what} was not made here")
 
     def next_place(self) -> int:
         """Number the next step asked for."""

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
+import psycopg
 from dbos import DBOS
 
 from orchestrator.context.history import rebuild_history
@@ -55,9 +56,17 @@ class Held:
 class Worker:
     """One worker process's side of the ``loom_run`` workflow."""
 
-    def __init__(self, host: SessionHost, worker_id: str, pool: WorkerPool | None = None) -> None:
+    def __init__(
+        self,
+        host: SessionHost,
+        worker_id: str,
+        pool: WorkerPool | None = None,
+        fence: psycopg.AsyncConnection[Any] | None = None,
+    ) -> None:
         self.host = host
         self.worker_id = worker_id
+        self._fence = fence
+        self._fence_lock = anyio.Lock()
         self.pool = pool
         """This worker's membership of the pool (None in a process that only executes, as some tests do)."""
         self.held: dict[str, Held] = {}
@@ -88,7 +97,7 @@ class Worker:
             return {"status": ended.status, "reason": ended.reason, "final_text": ended.final_text}
         recovering = any(isinstance(e, RunStarted) for e in mine)
         before = _before(events, run_id)
-        journal = RunJournal(run_id, session_id, recovering)
+        journal = RunJournal(run_id, session_id, recovering, fence=lambda: self.holds(run_id))
         # The session as it stood when the run began, whatever this process last saw of it: another worker may
         # have run its later runs, and a replay must start where the first execution started.
         session.history[:] = rebuild_history(before)
@@ -129,6 +138,17 @@ class Worker:
             return {"status": result.status, "reason": result.reason, "final_text": result.final_text}
         finally:
             self.held.pop(run_id, None)
+
+    async def holds(self, run_id: str) -> bool:
+        """Whether DBOS has ``run_id`` running under this worker right now (True when not checked)."""
+        if self._fence is None:
+            return True
+        async with self._fence_lock:  # one connection, one query at a time
+            cursor = await self._fence.execute(
+                "SELECT status, executor_id FROM dbos.workflow_status WHERE workflow_uuid = %s", (run_id,)
+            )
+            row = await cursor.fetchone()
+        return row is not None and row[0] == "PENDING" and row[1] == self.worker_id
 
     async def _taken_over(self, session_id: str, run_id: str) -> None:
         log = self.host.runtime.log
@@ -222,7 +242,9 @@ async def serving(
         await stack.enter_async_context(LivePublisher(settings.database, log))  # the face's followers see the text
         runtime = configured_runtime(log, home, config)
         host = await stack.enter_async_context(SessionHost(runtime, limits=config.sessions))
-        worker = Worker(host, worker_id, pool)
+        fence = await psycopg.AsyncConnection.connect(settings.database, autocommit=True)
+        stack.push_async_callback(fence.close)
+        worker = Worker(host, worker_id, pool, fence)
         serve_runs(worker)
         DBOS(config=dbos_config(settings, executor_id=worker_id))
         try:
