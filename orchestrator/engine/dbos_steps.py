@@ -155,15 +155,17 @@ async def _complete_step(
 async def _tool_step(
     journal: RunJournal, place: int, wanted: str, what: str, ctx: RunContext, use: ToolUseBlock, force: bool
 ) -> dict[str, Any]:
-    frontier = _ran(journal, "tool")
+    _ran(journal, "tool")
     with journalling(None):
-        if frontier and not force:
-            # The dead worker may have been inside this very call. Its result, if it got as far as the store, is
-            # the call's result; if not, nobody knows whether it took effect.
-            stored = await ctx.log.store.find_tool_result(ctx.session_id, use.id)
+        if not force:
+            # An earlier execution may have been inside this very call when its worker died. Its result, if it got
+            # as far as the store, is the call's result; if it only started, nobody knows whether it took effect.
+            # The store says so, whatever DBOS recorded (a step it lost is run again, and must not act twice).
+            stored = journal.finished.get(use.id)
             if stored is not None and stored.run_id == ctx.run_id:
                 return {"digest": wanted, "what": what, "outcome": _dump_stored(stored)}
-            return {"digest": wanted, "what": what, "in_doubt": True}
+            if use.id in journal.started:
+                return {"digest": wanted, "what": what, "in_doubt": True}
         await journal.check_fence(what)
         outcome = await _EMBEDDED.tool(ctx, use)
     return {"digest": wanted, "what": what, "outcome": _dump_outcome(outcome)}
@@ -173,21 +175,14 @@ async def _tool_step(
 async def _journal_step(
     log: JournalledEventLog, journal: RunJournal, place: int, wanted: str, what: str, events: list[Event]
 ) -> dict[str, Any]:
-    frontier = _ran(journal, "journal")
-    if frontier and await _stored_already(log, journal, events):
+    _ran(journal, "journal")
+    # Events an earlier execution stored already are not stored again, whatever DBOS recorded of that step.
+    fresh = [e for e in events if e.session_id != journal.session_id or shape([e])[0] not in journal.stored]
+    if not fresh:
         return {"digest": wanted, "what": what, "skipped": True}
     await journal.check_fence(what)
-    await log.append_now(*events)
+    await log.append_now(*fresh)
     return {"digest": wanted, "what": what}
-
-
-async def _stored_already(log: JournalledEventLog, journal: RunJournal, events: Sequence[Event]) -> bool:
-    """Whether the run's newest stored events are this batch: its worker died after storing it, before DBOS knew."""
-    own = [e for e in events if e.session_id == journal.session_id]
-    if not own:
-        return False
-    stored = await log.store.read_events(journal.session_id, run_id=journal.run_id)
-    return len(stored) >= len(own) and shape(stored[-len(own) :]) == shape(own)
 
 
 def _response(

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.events import Event
+from orchestrator.events import Event, ToolCallFinished, ToolCallStarted
 from orchestrator.store.eventlog import EventLog
 
 JOURNAL_STEP = "loom.journal"
@@ -63,6 +63,13 @@ class RunJournal:
     """Steps whose recorded result this execution was given instead of running them."""
     ran: list[str] = field(default_factory=list[str])
     """The kinds of the steps whose bodies ran in this execution, in order (what a test or a log can check)."""
+    stored: set[str] = field(default_factory=set[str])
+    """The shapes (:func:`shape`) of the run's events already in the store when this execution began: an append of
+    any of them is a step an earlier execution made, whatever DBOS recorded of it."""
+    started: set[str] = field(default_factory=set[str])
+    """Calls the store shows started (by an earlier execution) when this one began."""
+    finished: dict[str, ToolCallFinished] = field(default_factory=dict[str, ToolCallFinished])
+    """Their stored results, by call id."""
     fence: Callable[[], Awaitable[bool]] | None = None
     """Whether this worker still holds the run, asked before each effect (None: not checked)."""
 
@@ -75,6 +82,15 @@ class RunJournal:
         """
         if self.fence is not None and not await self.fence():
             raise Fenced(f"run {self.run_id}: another worker holds it now; {what} was not made here")
+
+    def remember(self, events: Sequence[Event]) -> None:
+        """Take the run's stored events, as this execution begins, as what earlier executions did."""
+        for event in events:
+            self.stored.update(shape([event]))
+            if isinstance(event, ToolCallStarted):
+                self.started.add(event.call_id)
+            elif isinstance(event, ToolCallFinished):
+                self.finished[event.call_id] = event
 
     def next_place(self) -> int:
         """Number the next step asked for."""

@@ -98,6 +98,7 @@ class Worker:
         recovering = any(isinstance(e, RunStarted) for e in mine)
         before = _before(events, run_id)
         journal = RunJournal(run_id, session_id, recovering, fence=lambda: self.holds(run_id))
+        journal.remember(mine)
         # The session as it stood when the run began, whatever this process last saw of it: another worker may
         # have run its later runs, and a replay must start where the first execution started.
         session.history[:] = rebuild_history(before)
