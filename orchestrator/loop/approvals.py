@@ -212,20 +212,7 @@ class Approvals:
             if waiter is None:
                 await pending.done.wait()
             else:
-                decision, reason, decided_by = await waiter.wait(pending)
-                pending.decision, pending.decision_reason, pending.decided_by = decision, reason, decided_by
-                if decision == "approve_session":
-                    self.allowed_tools.add(session_key(tool, arguments))
-                await self.log.append(
-                    ApprovalDecided(
-                        session_id=self.session_id,
-                        run_id=run_id,
-                        approval_id=approval_id,
-                        decision=decision,
-                        reason=reason,
-                        decided_by=decided_by,
-                    )
-                )
+                await self._record(pending, *await waiter.wait(pending))
         finally:
             self.pending.pop(approval_id, None)
         if pending.decision == "deny":
@@ -242,6 +229,12 @@ class Approvals:
         pending = self.pending.get(approval_id)
         if pending is None or pending.decision is not None:
             raise ApprovalError(f"approval {approval_id!r} is not pending (unknown, or already decided)")
+        await self._record(pending, decision, reason, decided_by)
+        pending.done.set()
+        return pending
+
+    async def _record(self, pending: PendingApproval, decision: Decision, reason: str, decided_by: str) -> None:
+        """Take the first decision on ``pending``: remember an approval for the session, and store it."""
         pending.decision, pending.decision_reason, pending.decided_by = decision, reason, decided_by
         if decision == "approve_session":
             self.allowed_tools.add(session_key(pending.tool, pending.arguments))
@@ -249,11 +242,9 @@ class Approvals:
             ApprovalDecided(
                 session_id=self.session_id,
                 run_id=pending.run_id,
-                approval_id=approval_id,
+                approval_id=pending.approval_id,
                 decision=decision,
                 reason=reason,
                 decided_by=decided_by,
             )
         )
-        pending.done.set()
-        return pending
