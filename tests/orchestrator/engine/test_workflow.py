@@ -92,6 +92,7 @@ async def test_a_run_enqueued_by_the_face_is_driven_by_a_worker(pool: Pool, tmp_
     assert kinds.count("tool_call_finished") == 1 and kinds[-1] == "run_finished"
     run = await pool.face.runtime.log.store.get_run("r_one")
     assert run is not None and run.owner == "worker:w1"
+    await _until(lambda: bool(pool.worker.finished))  # the worker notes it once its run's end is stored
     ((rid, journal),) = pool.worker.finished
     assert rid == "r_one" and not journal.recovering and journal.replayed == 0
     assert journal.ran.count("model") == 2 and journal.ran.count("tool") == 1
