@@ -167,9 +167,21 @@ class FileInputs:
         return tuple(parts)
 
 
+def _written(path: str) -> Signature:
+    """``path``'s signature with the change time left out (0): what a write moves, not what an open may."""
+    found = signature(path)
+    return found[:5] + (0,) if found else found
+
+
 def memory_inputs(database: Path) -> tuple[Signature, Signature]:
-    """The memory database's signature and its write-ahead log's (blocking)."""
-    return signature(database), signature(f"{database}-wal")
+    """The memory database's signature and its write-ahead log's (blocking).
+
+    Without change times: SQLite run as root ``fchown``s the log to the database's owner each time a
+    connection opens it, which moves only the change time, so every session's memory server opening would look
+    like a write and no listing would be reused. A write moves the modification time (and the racy rule covers
+    one in the same tick); a file replaced moves the inode.
+    """
+    return _written(str(database)), _written(f"{database}-wal")
 
 
 def take_fingerprint(files_of: FileInputs, memory_db: Path | None) -> Fingerprint:

@@ -129,7 +129,7 @@ async def test_a_memory_write_shows_in_the_next_run_of_every_session(tmp_path: P
         assert "user/style: Be brief." in await prompt_after_run(writer, model)
         assert "user/style: Be brief." in await prompt_after_run(other, model)  # another session's write
 
-        # A write that leaves the log's modification time as it was: its size and change time tell.
+        # A write that leaves the log's modification time as it was: its size tells.
         before = os.stat(log)
         await writer.hub.call("memory__set", {"namespace": "user", "key": "style", "body": "Be terse."})
         os.utime(log, ns=(before.st_atime_ns, before.st_mtime_ns))
@@ -154,6 +154,33 @@ def test_a_fresh_change_is_not_trusted(tmp_path: Path) -> None:
     settled = take_fingerprint(inputs, home / "memory.db")
     assert not settled.racy
     assert settled == take_fingerprint(inputs, home / "memory.db")
+
+
+async def test_opening_the_memory_database_again_keeps_the_listings(tmp_path: Path) -> None:
+    """SQLite run as root ``fchown``s the write-ahead log on every open: only its change time moves.
+
+    Were that taken for a write, each new session's memory server opening the file would make the next session
+    list every namespace again (it did: two in-process MCP calls and a server built on every first run).
+    """
+    home, cwd = dirs(tmp_path)
+    memory, log = home / "memory.db", home / "memory.db-wal"
+    model = Recorder()
+    async with runtime_on(home) as runtime, runtime.open_session(cwd, FunctionModel(model)) as writer:
+        written = await writer.hub.call("memory__set", {"namespace": "user", "key": "style", "body": "Be brief."})
+        assert not written.is_error, written.content
+        settle(memory, log)
+        inputs = FileInputs(home, cwd)
+        before = take_fingerprint(inputs, memory)
+        assert not before.racy
+        for path in (memory, log):
+            found = os.stat(path)
+            os.chown(path, found.st_uid, found.st_gid)  # what SQLite does as root: the same owner, a new ctime
+            os.chmod(path, found.st_mode & 0o7777)
+        assert take_fingerprint(inputs, memory) == before
+        await writer.hub.call("memory__set", {"namespace": "user", "key": "style", "body": "Be terse."})
+        settle(memory, log)
+        assert take_fingerprint(inputs, memory) != before  # a write still shows
+        assert "user/style: Be terse." in await prompt_after_run(writer, model)
 
 
 @pytest.fixture
