@@ -40,11 +40,15 @@ async def test_each_piece_is_pushed_within_one_open_call_as_it_is_written(tmp_pa
             shown: list[tuple[float, Event]] = []
             calls = 0
 
+            done = anyio.CancelScope()
+
             def arrived(events: list[Event]) -> None:
                 shown.extend((time.perf_counter(), e) for e in events)
+                if any(isinstance(e, RunFinished) for e in events):
+                    done.cancel()  # the call would stay open for the rest of its wait, for a next run
 
             await call(client, "send_message", session_id=sid, text="go")
-            with anyio.fail_after(30):
+            with anyio.fail_after(30), done:
                 while not any(isinstance(e, RunFinished) for _, e in shown):
                     calls += 1
                     await follower.stream(loom, 20, arrived)
