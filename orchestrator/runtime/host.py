@@ -29,6 +29,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
 import anyio
+import anyio.to_thread
 from anyio.abc import TaskGroup
 
 from orchestrator.config import SessionLimits
@@ -158,14 +159,13 @@ class SessionHost(RunDesk, SessionRecords, IdleCloser, ChildHost):
         """
         if mode not in MODES:
             raise HostError(f"unknown mode {mode!r}; use one of {', '.join(MODES)}")
-        path = anyio.Path(cwd)
         try:
-            if not await path.is_dir():
-                shown = str(cwd) if len(str(cwd)) <= 200 else f"{str(cwd)[:100]}…{str(cwd)[-100:]}"
-                raise HostError(f"{shown} is not a directory; pass an existing working directory")
-            resolved = Path(await path.resolve())
+            resolved = await anyio.to_thread.run_sync(_working_directory, cwd)  # one hand-off for both checks
         except OSError as exc:  # too long, no permission, a loop: the path cannot be used, and the reason says why
             raise HostError(f"cannot use {str(cwd)[:200]!r} as the working directory: {exc.strerror or exc}") from exc
+        if resolved is None:
+            shown = str(cwd) if len(str(cwd)) <= 200 else f"{str(cwd)[:100]}…{str(cwd)[-100:]}"
+            raise HostError(f"{shown} is not a directory; pass an existing working directory")
         return await self._open(resolved, model, mode, None, headless, notice, advisor=advisor, handoff=handoff)
 
     async def open_child(self, model: Model, opening: ChildOpening, *, handoff: HandoffSeed | None = None) -> Session:
@@ -465,3 +465,12 @@ class SessionHost(RunDesk, SessionRecords, IdleCloser, ChildHost):
         finally:
             gate.set()
         return started
+
+
+def _working_directory(cwd: Path) -> Path | None:
+    """``cwd`` resolved, or None when it is not a directory (blocking: call it in a worker thread).
+
+    Raises:
+        OSError: it cannot be used (too long, no permission, a loop of links).
+    """
+    return cwd.resolve() if cwd.is_dir() else None

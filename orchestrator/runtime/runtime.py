@@ -31,7 +31,7 @@ from orchestrator.events import (
 )
 from orchestrator.home import DB_NAME, MEMORY_DB_NAME
 from orchestrator.hooks.attach import attached
-from orchestrator.hooks.config import load_hooks
+from orchestrator.hooks.config import HooksConfig, load_hooks
 from orchestrator.hub.client_caps import SessionClientHooks
 from orchestrator.hub.pool import Hub
 from orchestrator.hub.supervisor import ServerHealth
@@ -81,6 +81,19 @@ def secret_state(home: Path) -> list[Path]:
     names = [TOKEN_FILE, KEY_FILE, *(f"{db}{suffix}" for db in databases for suffix in ("", "-wal", "-shm"))]
     names.append(TRANSCRIPTS)
     return [home / name for name in names]
+
+
+@dataclass(frozen=True, slots=True)
+class _Placed:
+    """What opening a session reads from the file system, in one worker thread (see ``open_session``)."""
+
+    rules: list[Rule]
+    warnings: list[str]
+    """What the policy and hooks files left out (an untrusted project's allow rules and hooks)."""
+    hooks: HooksConfig
+    memory: MemoryScope
+    protected: Protected
+    internal: dict[str, DeferredServer]
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,12 +190,6 @@ class Runtime:
         from servers import fs, mcp_access, shell, subagents
         from servers import memory as servers_memory
 
-        if rules is None:
-            # PolicyError (naming the file and rule) before anything is recorded.
-            loaded, left_out = load_trusted_rules(self.home, cwd)
-            rules, warnings = loaded, [*warnings, *left_out]
-        hooked, unhooked = await anyio.to_thread.run_sync(load_hooks, self.home, cwd)  # ConfigError before any record
-        warnings = [*warnings, *unhooked]
         history: list[Message] = []
         approved: set[str] = set()
         events: list[Event] = []
@@ -220,13 +227,6 @@ class Runtime:
                 advisor = created.advisor or None
             approved = approved_for_session(events)
         adviser = self._advisor(model, cwd, advisor)  # AdvisorError (an unknown mode) before anything is recorded
-        if notice:
-            opening.append(Notice(session_id=session_id, text=notice))
-        opening.extend(
-            Notice(session_id=session_id, level="warning", text=text) for text in [*self.warnings, *warnings]
-        )
-        if opening:
-            await self.log.append(*opening)  # the session's record and what its user should know: one batch
 
         async def on_failure(server: str, error: str) -> None:
             await self.log.append(ServerFailed(session_id=session_id, server=server, error=error))
@@ -247,9 +247,14 @@ class Runtime:
         snapshots = FileSnapshots(self.log.store, session_id)
         plan = SessionPlan(session_id, self.log, latest_plan(events or opening), run_id=lambda: snapshots.run_id)
 
-        def place(session: str) -> tuple[Path, MemoryScope, Protected, dict[str, DeferredServer]]:
-            # Blocking, in one worker thread: the project's root, the memory scope, the protected paths and the
-            # built-in servers' state all read the file system (resolving roots, probing the sandbox).
+        def place(session: str) -> _Placed:
+            # Blocking, in one worker thread (one hand-off, a few hundred microseconds on a busy loop, where four
+            # cost a delegated session a millisecond and more): the policy and hooks files (PolicyError and
+            # ConfigError before anything is recorded), then the project's root, the memory scope, the protected
+            # paths and the built-in servers' state, which read the file system (resolving roots, probing the
+            # sandbox).
+            loaded, left_out = load_trusted_rules(self.home, cwd) if rules is None else (list(rules), [])
+            hooked, unhooked = load_hooks(self.home, cwd)
             project = project_root(cwd)
             scope = MemoryScope(self.home / MEMORY_DB_NAME, str(project), session)
             if fresh:
@@ -274,9 +279,24 @@ class Runtime:
                 internal["subagents"] = subagents.prepare_server(
                     subagents.in_process(self.face), session_id=session, cwd=cwd, home=self.home, project=project
                 )
-            return project, scope, protected, internal
+            return _Placed(loaded, [*left_out, *unhooked], hooked, scope, protected, internal)
 
-        project, memory, protected, internal = await anyio.to_thread.run_sync(place, session_id)
+        placed = await anyio.to_thread.run_sync(place, session_id)
+        rules, hooked, memory, protected, internal = (
+            placed.rules,
+            placed.hooks,
+            placed.memory,
+            placed.protected,
+            placed.internal,
+        )
+        if notice:
+            opening.append(Notice(session_id=session_id, text=notice))
+        opening.extend(
+            Notice(session_id=session_id, level="warning", text=text)
+            for text in [*self.warnings, *warnings, *placed.warnings]
+        )
+        if opening:
+            await self.log.append(*opening)  # the session's record and what its user should know: one batch
         bounds = child.bounds if child is not None else None
         # Other servers' resources and prompts, for the model: worth four more tools in every request only when the
         # session has servers other than Loom's own, whose tools already give what their resources would.

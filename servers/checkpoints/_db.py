@@ -172,7 +172,9 @@ class Database:
         rows: list[tuple[Any, ...]] = []
         for event in events:
             sid = session_of(event)
-            seq = planned.get(sid) or await self._next_seq(sid)
+            # A session's first event needs no look-up: its id was just made, and were it not new, the
+            # primary key refuses seq 1 again and the whole batch fails rather than being numbered on.
+            seq = planned.get(sid) or (1 if event["type"] == "session_created" else await self._next_seq(sid))
             planned[sid] = seq + 1
             body = event_json({**event, "seq": seq})
             rows.append((sid, seq, event.get("run_id"), event["type"], event["ts"], body))

@@ -167,6 +167,9 @@ async def test_a_batch_is_stored_whole_or_not_at_all(store_location: StoreLocati
             "session_created",
             "run_started",
         ]
+        # alone, it is numbered 1 without a look-up (a first event), which the events' key refuses just the same
+        message = await error_of(client, "append_events", events=[created("s")])
+        assert "could not write to the Loom database" in message
         assert (await call(client, "append_events", events=[notice("s", "next")]))["seqs"] == [3]
 
 
