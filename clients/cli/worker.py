@@ -23,7 +23,7 @@ from clients.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:
     from orchestrator.config import LoomConfig
-    from orchestrator.engine.pool import WorkerInfo
+    from orchestrator.engine.pool_listing import WorkerInfo
 
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,99}")
 
@@ -169,7 +169,8 @@ def workers(args: argparse.Namespace) -> int:
 
     import anyio
 
-    from orchestrator.engine.pool import PoolError, list_workers
+    from orchestrator.engine.pool import PoolError
+    from orchestrator.engine.pool_listing import list_workers
 
     try:
         found = anyio.run(list_workers, config.engine.database)

@@ -22,10 +22,8 @@ import os
 import socket
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
 from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Self
 
 import anyio
 import psycopg
@@ -39,10 +37,9 @@ log = logging.getLogger(__name__)
 Recover = Callable[[Sequence[str]], Awaitable[Sequence[str]]]
 """Re-enqueue the pending runs of these dead workers; returns the ids of the runs made runnable again."""
 
-WorkerState = Literal["starting", "running", "silent", "leaving", "taken over", "stopped"]
-
-_QUERY_TIMEOUT_S = 10.0
-_START_GRACE_S = 120.0
+QUERY_TIMEOUT_S = 10.0
+"""Seconds any one query or connection attempt to the shared database may take."""
+START_GRACE_S = 120.0
 """A worker still ``starting`` after this long (its launch hung, or it died launching) may be taken over."""
 _CLAIM_STALE_S = 30.0
 """A takeover claimed this long ago and not finished is abandoned (its claimer died): it may be claimed again."""
@@ -82,31 +79,11 @@ class WorkerTakenOver(PoolError):
     """This worker was silent long enough for another to take over its runs; it must stop driving them."""
 
 
-@dataclass(frozen=True, slots=True)
-class WorkerInfo:
-    """One worker as ``loom workers`` shows it."""
-
-    id: str
-    host: str
-    pid: int
-    version: str
-    started: datetime
-    beat_age_s: float
-    """Seconds since its last heartbeat, by the database's clock."""
-    state: WorkerState
-    """``running``; ``silent`` (no beat for longer than its takeover delay, not yet taken over); ``leaving`` (it
-    stopped with runs unfinished, which the next live worker takes over); ``taken over`` (another worker recovered
-    its runs); ``stopped`` (it stopped cleanly, holding no run)."""
-    taken_over_by: str | None
-    runs: int | None
-    """How many runs DBOS has it driving (pending workflows of its executor id); None before DBOS's tables exist."""
-
-
 async def connect(url: str) -> psycopg.AsyncConnection[Any]:
     """An autocommit connection to the shared database, with the error in a person's terms if it cannot be had."""
     try:
-        with anyio.fail_after(_QUERY_TIMEOUT_S):
-            return await psycopg.AsyncConnection.connect(url, autocommit=True, connect_timeout=int(_QUERY_TIMEOUT_S))
+        with anyio.fail_after(QUERY_TIMEOUT_S):
+            return await psycopg.AsyncConnection.connect(url, autocommit=True, connect_timeout=int(QUERY_TIMEOUT_S))
     except (psycopg.Error, TimeoutError) as exc:
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise PoolUnreachable(
@@ -339,7 +316,7 @@ class WorkerPool:
                 "version": self.version,
                 "after": self.takeover_after_s,
                 "stale": _CLAIM_STALE_S,
-                "grace": _START_GRACE_S,
+                "grace": START_GRACE_S,
             },
         )
         claimed = sorted(str(r["id"]) for r in rows)
@@ -473,68 +450,10 @@ class WorkerPool:
     async def _query(self, sql: str, params: dict[str, object] | None = None) -> list[dict[str, Any]]:
         try:
             conn = await self._connection()
-            with anyio.fail_after(_QUERY_TIMEOUT_S):
+            with anyio.fail_after(QUERY_TIMEOUT_S):
                 async with conn.cursor(row_factory=dict_row) as cur:
                     await cur.execute(sql, params)
                     return await cur.fetchall() if cur.description else []
         except (psycopg.Error, TimeoutError) as exc:
             await self._close()
             raise PoolError(f"the engine database {mask_url(self.url)} failed: {exc}") from None
-
-
-async def list_workers(url: str) -> list[WorkerInfo]:
-    """Every worker the pool has seen, most recently started first (empty before any worker joined)."""
-    conn = await connect(url)
-    try:
-        with anyio.fail_after(_QUERY_TIMEOUT_S):
-            async with conn.cursor(row_factory=dict_row) as cur:
-                await cur.execute(
-                    "SELECT to_regclass('loom_engine.workers') AS workers, to_regclass('dbos.workflow_status') AS wf"
-                )
-                found = await cur.fetchone()
-                assert found is not None
-                if found["workers"] is None:
-                    return []
-                runs = (
-                    "(SELECT count(*) FROM dbos.workflow_status s WHERE s.executor_id = w.id AND s.status = 'PENDING')"
-                    if found["wf"] is not None
-                    else "NULL::bigint"
-                )
-                await cur.execute(
-                    f"""
-                    SELECT id, host, pid, version, started, taken_over_by, state,
-                        extract(epoch FROM now() - beat)::float8 AS age, takeover_after_s, {runs} AS runs
-                    FROM loom_engine.workers w ORDER BY started DESC, id
-                    """
-                )
-                rows = await cur.fetchall()
-    except (psycopg.Error, TimeoutError) as exc:
-        raise PoolError(f"cannot read the workers from {mask_url(url)}: {exc}") from None
-    finally:
-        await conn.close()
-    return [_info(row) for row in rows]
-
-
-def _info(row: dict[str, Any]) -> WorkerInfo:
-    state: WorkerState = "running"
-    if row["state"] == "stopped":
-        state = "stopped"
-    elif row["taken_over_by"] is not None:
-        state = "taken over"
-    elif row["state"] == "left":
-        state = "leaving"
-    elif row["state"] == "starting":
-        state = "starting" if row["age"] <= _START_GRACE_S else "silent"
-    elif row["age"] > row["takeover_after_s"]:
-        state = "silent"
-    return WorkerInfo(
-        id=row["id"],
-        host=row["host"],
-        pid=row["pid"],
-        version=row["version"],
-        started=row["started"],
-        beat_age_s=max(0.0, float(row["age"])),
-        state=state,
-        taken_over_by=row["taken_over_by"],
-        runs=None if row["runs"] is None else int(row["runs"]),
-    )

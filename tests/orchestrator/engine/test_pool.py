@@ -20,7 +20,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from orchestrator.engine.pool import PoolError, WorkerIdInUse, WorkerPool, list_workers
+from orchestrator.engine.pool import PoolError, WorkerIdInUse, WorkerPool
+from orchestrator.engine.pool_listing import list_workers
 
 pytestmark = pytest.mark.anyio
 
