@@ -49,9 +49,8 @@ ALLOWED: dict[str, frozenset[str] | None] = {
     "orchestrator.store.session_view": frozenset({"MAX_TITLE_CHARS", "NEEDS_YOU", "clean_title"}),
     # `loom worker` runs the engine in-process (as `loom serve` runs the daemon); `loom workers` reads the pool.
     "orchestrator.engine.worker": frozenset({"run_worker"}),
-    "orchestrator.engine.pool": frozenset(
-        {"PoolError", "PoolUnreachable", "WorkerIdInUse", "WorkerInfo", "list_workers"}
-    ),
+    "orchestrator.engine.pool": frozenset({"PoolError", "PoolUnreachable", "WorkerIdInUse"}),
+    "orchestrator.engine.pool_listing": frozenset({"WorkerInfo", "list_workers"}),
     "orchestrator.engine.settings": frozenset({"default_worker_id"}),
     "orchestrator.store.interface": frozenset({"StoreError"}),  # how `loom worker` tells a store failure apart
     # Loom's version, as every Loom server and client declares it.
