@@ -236,7 +236,13 @@ def killed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Killed]:
             session = await call(client, "create_session", cwd=str(root), model=model)
             run = await call(client, "send_message", session_id=session["session_id"], text="go")
             assert run["status"] == "running"
-            page = await call(client, "read_events", session_id=session["session_id"])
+            # send_message returns once the run is started, not stored: its first events land a moment later.
+            with anyio.fail_after(10):
+                while True:
+                    page = await call(client, "read_events", session_id=session["session_id"])
+                    if any(e["type"] == "user_message" for e in page["events"]):
+                        break
+                    await anyio.sleep(0.02)
         return session["session_id"], run["run_id"], page["events"]
 
     try:
