@@ -298,6 +298,11 @@ class WorkerPool:
         A silent worker is claimed if no one has, or if its claimer gave up (claimed 30 s ago, nothing recovered).
         The claim is one ``UPDATE`` per row under Postgres's row lock, so of several supervisors exactly one gets a
         given worker. A recovery that fails releases the claim, so a later check (by any worker) tries again.
+
+        The claimer must itself be live by the database's clock, in the same statement: two workers stalled
+        together (a loaded machine) would otherwise each count the other silent and claim it, and both stop,
+        leaving no one to drive the runs. A beat is stamped with the time its statement started, so a worker whose
+        beat committed late can hold a fresh local clock and a stale row; the row is what others judge it by.
         """
         if time.monotonic() - self._last_beat >= self.takeover_after_s:
             return []  # a worker that may itself be counted silent takes nothing over
@@ -305,6 +310,8 @@ class WorkerPool:
             """
             UPDATE loom_engine.workers SET taken_over_by = %(me)s, taken_over_at = now()
             WHERE id <> %(me)s AND version = %(version)s
+                AND EXISTS (SELECT 1 FROM loom_engine.workers me WHERE me.id = %(me)s AND me.taken_over_by IS NULL
+                    AND me.state IN ('running', 'starting') AND me.beat >= now() - make_interval(secs => %(after)s))
                 AND ((state = 'running' AND beat < now() - make_interval(secs => %(after)s)) OR state = 'left'
                     OR (state = 'starting' AND beat < now() - make_interval(secs => %(grace)s)))
                 AND (taken_over_by IS NULL

@@ -20,7 +20,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from orchestrator.engine.pool import PoolError, WorkerIdInUse, WorkerPool
+from orchestrator.engine.pool import PoolError, WorkerIdInUse, WorkerPool, connect
 from orchestrator.engine.pool_listing import list_workers
 
 pytestmark = pytest.mark.anyio
@@ -182,6 +182,29 @@ async def test_a_worker_that_wakes_up_taken_over_stops_instead_of_driving_runs_t
         "error": "worker w-paused was silent for longer than 1 s and w-a took over its runs; it stops so that no run "
         "is driven twice (start it again to rejoin the pool)"
     }
+
+
+async def test_two_workers_stalled_together_do_not_take_each_other_over(fresh_database: str) -> None:
+    # A loaded machine stalls both workers: each beat's row goes stale while each process's own clock says it beat
+    # a moment ago (a beat is stamped when its statement starts, however late it commits). Neither may claim the
+    # other, or both stop and no one drives their runs; once one beats again, it alone takes the other over.
+    calls: list[tuple[str, list[str], float]] = []
+    a = WorkerPool(fresh_database, "w-a", heartbeat_s=60, takeover_after_s=TAKEOVER, recover=Recorder(calls, "w-a"))
+    b = WorkerPool(fresh_database, "w-b", heartbeat_s=60, takeover_after_s=TAKEOVER, recover=Recorder(calls, "w-b"))
+    conn = await connect(fresh_database)
+    try:
+        async with a, b:
+            await conn.execute("UPDATE loom_engine.workers SET beat = now() - interval '5 seconds'")
+            assert await a.take_over_silent() == [] and await b.take_over_silent() == []
+            await conn.execute("UPDATE loom_engine.workers SET beat = now() WHERE id = 'w-a'")
+            assert await b.take_over_silent() == []
+            assert await a.take_over_silent() == ["w-b"]
+            assert await b.take_over_silent() == []
+            by = {w.id: w for w in await list_workers(fresh_database)}
+            assert (by["w-a"].taken_over_by, by["w-b"].taken_over_by) == (None, "w-a")
+    finally:
+        await conn.close()
+    assert [(me, ids) for me, ids, _ in calls] == [("w-a", ["w-b"])]
 
 
 async def test_an_unreachable_database_is_a_clear_error_that_hides_the_password() -> None:
